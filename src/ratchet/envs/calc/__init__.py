@@ -1,0 +1,148 @@
+"""``calc``: arithmetic word problems solved with tools; difficulty = number of operations.
+
+Each task is a chain of operations on whole numbers, e.g. difficulty 2 is ``(a + b) * c``.
+The agent has ``add``, ``subtract``, ``multiply`` and ``divide`` and submits the result with
+``finish(answer)``; the verifier compares the submitted number exactly with the computed value.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from ratchet.env import SimpleEnv
+from ratchet.task import Task, TaskSpec
+from ratchet.tool import ToolCall, ToolError
+from ratchet.verdict import Verdict
+
+OPS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
+
+_WORD = {
+    "add": "{who} gets {n} more",
+    "subtract": "{who} gives away {n}",
+    "multiply": "{who}'s pile grows to {n} times its size",
+    "divide": "{who} splits them into {n} equal piles and keeps one pile",
+}
+_NAMES = ["Ana", "Ben", "Chen", "Dara", "Eli", "Fatima", "Gus", "Hana"]
+_THINGS = ["apples", "coins", "marbles", "stickers", "books", "shells"]
+
+
+def add(a: float, b: float) -> float:
+    """Return a + b.
+
+    Args:
+        a: First number.
+        b: Second number.
+    """
+    return a + b
+
+
+def subtract(a: float, b: float) -> float:
+    """Return a - b.
+
+    Args:
+        a: Number to subtract from.
+        b: Number to subtract.
+    """
+    return a - b
+
+
+def multiply(a: float, b: float) -> float:
+    """Return a * b.
+
+    Args:
+        a: First factor.
+        b: Second factor.
+    """
+    return a * b
+
+
+def divide(a: float, b: float) -> float:
+    """Return a / b.
+
+    Args:
+        a: Dividend.
+        b: Divisor (must not be zero).
+    """
+    if b == 0:
+        raise ToolError("division by zero: b must not be 0")
+    return a / b
+
+
+_APPLY: dict[str, Callable[[float, float], float]] = {
+    "add": add,
+    "subtract": subtract,
+    "multiply": multiply,
+    "divide": divide,
+}
+
+
+def _sample(rng: random.Random, difficulty: int) -> TaskSpec:
+    start = rng.randint(2, 50)
+    value, steps = start, []
+    for _ in range(difficulty):
+        divisors = [d for d in range(2, 10) if value % d == 0]
+        op = rng.choice(list(OPS) if divisors else ["add", "subtract", "multiply"])
+        if op == "divide":
+            operand = rng.choice(divisors)
+        elif op == "multiply":
+            operand = rng.randint(2, 9)
+        else:
+            operand = rng.randint(1, 50)
+        value = int(_APPLY[op](value, operand))
+        steps.append((op, operand))
+    params: dict[str, Any] = {"start": start, "steps": [list(s) for s in steps], "answer": value}
+    if rng.random() < 0.5:
+        return TaskSpec(f"Compute {_expression(start, steps)}.", params, "expression")
+    who, thing = rng.choice(_NAMES), rng.choice(_THINGS)
+    story = ", then ".join(_WORD[op].format(who=who, n=n) for op, n in steps)
+    text = f"{who} has {start} {thing}. Then {story}. How many {thing} does {who} have now?"
+    return TaskSpec(text, params, "word")
+
+
+def _expression(start: int, steps: list[tuple[str, int]]) -> str:
+    text = str(start)
+    for index, (op, operand) in enumerate(steps):
+        text = f"{text} {OPS[op]} {operand}"
+        if index < len(steps) - 1:
+            text = f"({text})"
+    return text
+
+
+def _tools(world: None) -> list[Callable[..., float]]:
+    return [add, subtract, multiply, divide]
+
+
+def _check(task: Task, world: None, answer: str | None) -> Verdict:
+    expected = task.params["answer"]
+    if answer is None:
+        return Verdict.of(False, "no answer was submitted (call finish with the number)")
+    try:
+        submitted = float(answer.strip().rstrip(".").replace(",", ""))
+    except ValueError:
+        return Verdict.of(False, f"the answer {answer!r} is not a number")
+    if abs(submitted - expected) > 1e-9:
+        return Verdict.of(False, f"submitted {answer.strip()}, which is not the correct value")
+    return Verdict.of(True, "correct")
+
+
+def _solve(task: Task) -> list[ToolCall]:
+    value = task.params["start"]
+    calls = []
+    for op, operand in task.params["steps"]:
+        calls.append(ToolCall(op, {"a": value, "b": operand}))
+        value = int(_APPLY[op](value, operand))
+    return [*calls, ToolCall("finish", {"answer": str(value)})]
+
+
+env: SimpleEnv[None] = SimpleEnv(
+    name="calc",
+    description="Arithmetic word problems solved with add/subtract/multiply/divide tools.",
+    sample=_sample,
+    build=lambda task: None,
+    tools=_tools,
+    check=_check,
+    solve=_solve,
+    max_difficulty=5,
+)

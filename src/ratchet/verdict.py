@@ -1,0 +1,50 @@
+"""Verdicts: what a verifier concluded from the world's final state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ratchet.task import check_version
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verifier's judgement of one episode.
+
+    Attributes:
+        score: In [0, 1]; 1 means fully solved.
+        passed: Whether the task counts as solved.
+        feedback: Human- and model-readable explanation (what differed, what was missing).
+        metrics: Named sub-scores, e.g. ``{"rows_matched": 0.8}``.
+    """
+
+    score: float
+    passed: bool
+    feedback: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.score <= 1.0:
+            raise ValueError(f"Verdict score must be in [0, 1]; got {self.score}")
+
+    @classmethod
+    def of(cls, passed: bool, feedback: str = "", **metrics: float) -> Verdict:
+        """Make a pass/fail verdict scoring 1.0 or 0.0."""
+        return cls(1.0 if passed else 0.0, passed, feedback, dict(metrics))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serialisable dict with a schema ``version``."""
+        return {
+            "version": 1,
+            "score": self.score,
+            "passed": self.passed,
+            "feedback": self.feedback,
+            "metrics": self.metrics,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Verdict:
+        """Build a verdict from :meth:`to_dict` output."""
+        check_version(data, "Verdict")
+        return cls(data["score"], data["passed"], data["feedback"], dict(data["metrics"]))

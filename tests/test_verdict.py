@@ -1,0 +1,14 @@
+import pytest
+
+from ratchet.verdict import Verdict
+
+
+def test_score_must_be_in_unit_interval():
+    with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+        Verdict(1.5, True)
+
+
+def test_round_trip():
+    verdict = Verdict(0.5, False, "half the rows", {"rows": 0.5})
+    assert Verdict.from_dict(verdict.to_dict()) == verdict
+    assert Verdict.of(True).score == 1.0
