@@ -18,6 +18,10 @@ ENTRY_POINT_GROUP = "ratchet.envs"
 
 _BUILTIN = {
     "calc": "ratchet.envs.calc:env",
+    "code": "ratchet.envs.code:env",
+    "files": "ratchet.envs.files:env",
+    "grid": "ratchet.envs.grid:env",
+    "shop": "ratchet.envs.shop:env",
 }
 _registered: dict[str, str] = dict(_BUILTIN)
 _loaded: dict[str, Env] = {}
