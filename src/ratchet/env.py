@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from ratchet.task import Sampler, Split, Task, generate_tasks
+from ratchet.task import Sampler, Split, Task, TaskSpec, content_key, generate_tasks
 from ratchet.tool import Tool, ToolCall, ToolError
 from ratchet.verdict import Verdict
+
+if TYPE_CHECKING:
+    from ratchet.trajectory import Trajectory
 
 FINISH = "finish"
 
@@ -91,10 +94,25 @@ class Session(Protocol):
 class Env(Protocol):
     """A family of worlds with a task generator, an oracle and a state-reading verifier."""
 
-    name: str
-    description: str
-    version: str
-    max_difficulty: int
+    @property
+    def name(self) -> str:
+        """Registered name, e.g. ``"calc"``."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """One line for ``ratchet envs``."""
+        ...
+
+    @property
+    def version(self) -> str:
+        """Bumped whenever tasks, tools or verification change meaning."""
+        ...
+
+    @property
+    def max_difficulty(self) -> int:
+        """Highest difficulty level."""
+        ...
 
     def tasks(
         self, split: Split, n: int, seed: int = 0, difficulty: int | None = None
@@ -108,6 +126,14 @@ class Env(Protocol):
 
     def oracle(self, task: Task) -> list[ToolCall]:
         """Return a sequence of tool calls that solves ``task`` (ending with ``finish``)."""
+        ...
+
+    def describe(self, trajectory: Trajectory) -> Task | None:
+        """Hindsight relabelling: the task that what ``trajectory`` actually did would solve.
+
+        Returns a ``train`` task that the env's own verifier passes when the trajectory's
+        actions are replayed on it, or ``None`` when the trajectory achieved nothing nameable.
+        """
         ...
 
 
@@ -222,6 +248,8 @@ class SimpleEnv(Generic[World]):
         max_difficulty: Highest difficulty level.
         version: Bumped whenever tasks, tools or verification change meaning.
         teardown: Releases a world when its session closes.
+        relabel: ``relabel(trajectory) -> TaskSpec | None``: names what a trajectory achieved,
+            for hindsight relabelling; the params must let ``build`` recreate the same world.
     """
 
     name: str
@@ -235,6 +263,7 @@ class SimpleEnv(Generic[World]):
     max_difficulty: int = 5
     version: str = "1"
     teardown: Callable[[World], None] | None = field(default=None)
+    relabel: Callable[[Trajectory], TaskSpec | None] | None = field(default=None)
 
     def tasks(
         self, split: Split, n: int, seed: int = 0, difficulty: int | None = None
@@ -265,3 +294,28 @@ class SimpleEnv(Generic[World]):
     def oracle(self, task: Task) -> list[ToolCall]:
         """Return the oracle's plan for ``task``."""
         return self.solve(task)
+
+    def describe(self, trajectory: Trajectory) -> Task | None:
+        """Relabel ``trajectory`` with the task it solved, verified by replaying its actions.
+
+        Returns ``None`` if the env has no ``relabel`` function, if it names nothing, or if the
+        replayed actions do not pass the verifier on the relabelled task.
+        """
+        from ratchet.trajectory import play
+
+        spec = self.relabel(trajectory) if self.relabel else None
+        if spec is None:
+            return None
+        key = content_key(spec.instruction, spec.params)
+        task = Task(
+            id=f"{self.name}-h{key[:12]}",
+            env=self.name,
+            instruction=spec.instruction,
+            split="train",
+            family=spec.family,
+            difficulty=spec.difficulty or trajectory.task.difficulty,
+            seed=trajectory.task.seed,
+            params=spec.params,
+        )
+        calls = [step.call for step in trajectory.steps if step.call is not None]
+        return task if play(self, task, calls).passed else None

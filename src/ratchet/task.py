@@ -81,11 +81,14 @@ class TaskSpec:
         instruction: The text the agent sees.
         params: Hidden facts for building and verifying the world (JSON-serialisable).
         family: Task kind inside the env.
+        difficulty: Set by hindsight relabelling (:meth:`SimpleEnv.describe`); samplers leave it
+            ``None`` because the difficulty they were asked for is recorded.
     """
 
     instruction: str
     params: dict[str, Any]
     family: str = "default"
+    difficulty: int | None = None
 
 
 def check_version(data: dict[str, Any], kind: str) -> None:
