@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from importlib.metadata import version as package_version
+from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from ratchet.agent import load_agent
 from ratchet.check import check_env
 from ratchet.env import Env
+from ratchet.metrics import Metrics, summarize
+from ratchet.models.base import Model, ModelError, make_model
 from ratchet.registry import EnvLoadError, UnknownEnvError, env_names, make_env
+from ratchet.rollout import RolloutConfig, progress_bars, rollout
 from ratchet.task import SPLITS, Split
 
 app = typer.Typer(
@@ -121,3 +127,102 @@ def check(
     if not report.passed:
         fail(f"{env_name} fails {sum(not r.passed for r in report.results)} check(s)", code=1)
     console.print(f"[green]{env_name} passes all {len(report.results)} checks[/]")
+
+
+def load_model(spec: str, base_url: str | None, adapter: Path | None) -> Model:
+    """Build the backend ``spec`` or exit with a clear message."""
+    options: dict[str, object] = {}
+    if base_url:
+        options["base_url"] = base_url
+    if adapter is not None:
+        options["adapter"] = str(adapter)
+    try:
+        return make_model(spec, **options)
+    except (ModelError, ValueError, TypeError) as exc:
+        fail(str(exc))
+
+
+def _print_metrics(title: str, metrics: Metrics) -> None:
+    table = Table(
+        "difficulty",
+        "tasks",
+        "pass@1",
+        f"pass@{metrics.k}",
+        f"pass^{metrics.k}",
+        "mean score",
+        title=title,
+    )
+    rows = [(str(d), m) for d, m in sorted(metrics.by_difficulty.items())] + [("all", metrics)]
+    for label, m in rows:
+        table.add_row(
+            label,
+            str(m.n),
+            f"{m.pass_at_1:.3f}",
+            f"{m.pass_at_k:.3f}",
+            f"{m.pass_hat_k:.3f}",
+            f"{m.mean_score:.3f}",
+        )
+    console.print(table)
+    low, high = metrics.ci95
+    console.print(
+        f"pass@1 {metrics.pass_at_1:.3f} (95% CI {low:.3f}-{high:.3f}); "
+        f"{metrics.tokens_per_task:.0f} tokens and {metrics.seconds_per_task:.2f} s per task; "
+        f"{metrics.errors_per_episode:.2f} error observations per episode"
+    )
+
+
+@app.command("eval")
+def evaluate(
+    env_name: Annotated[str, typer.Argument(metavar="ENV", help="Env name, e.g. calc.")],
+    agent: Annotated[str, typer.Option(help="base, oracle, null or an agent directory.")] = "base",
+    model: Annotated[
+        str | None, typer.Option(help="local, local:PATH, openai:NAME or fake (default: local).")
+    ] = None,
+    base_url: Annotated[str | None, typer.Option(help="Server URL for openai models.")] = None,
+    split: Annotated[str, typer.Option(help="train, probe or test.")] = "test",
+    n: Annotated[int, typer.Option("-n", min=1, help="How many tasks.")] = 50,
+    k: Annotated[int, typer.Option("-k", min=1, help="Samples per task.")] = 1,
+    difficulty: Annotated[int | None, typer.Option(min=1, help="Only this difficulty.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for tasks and sampling.")] = 0,
+    concurrency: Annotated[int, typer.Option(min=1, help="Episodes per model batch.")] = 16,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """Evaluate an agent: pass@1, pass@k, pass^k, mean score, CI, cost, per difficulty."""
+    env = load_env(env_name)
+    try:
+        chosen, directory = load_agent(agent, model or "local")
+        tasks = env.tasks(parse_split(split), n, seed=seed, difficulty=difficulty)
+    except ValueError as exc:
+        fail(str(exc))
+    if model is not None:
+        chosen = replace(chosen, model=model)
+    backend = None
+    if not chosen.scripted:
+        backend = load_model(chosen.model, base_url, chosen.adapter_path(directory))
+    config = RolloutConfig(k=k, concurrency=concurrency, seed=seed)
+    with progress_bars(enabled=not (quiet or as_json)) as progress:
+        try:
+            trajectories = rollout(
+                env,
+                tasks,
+                chosen,
+                backend,
+                config,
+                progress=progress,
+                description=f"eval {env_name}",
+            )
+        except ModelError as exc:
+            fail(str(exc))
+    metrics = summarize(trajectories, k)
+    if as_json:
+        record = {
+            "env": env_name,
+            "agent": agent,
+            "model": "scripted" if chosen.scripted else chosen.model,
+            "split": split,
+            **metrics.to_dict(),
+        }
+        typer.echo(json.dumps(record))
+        return
+    _print_metrics(f"ratchet eval {env_name} --agent {agent} ({split})", metrics)
