@@ -1,0 +1,411 @@
+"""Isolation for code the agent runs: one temporary workspace, no network, hard limits.
+
+A :class:`Sandbox` owns a fresh temporary directory (its *workspace*) and runs commands in it.
+Each run starts a small launcher (:mod:`ratchet.sandbox.launcher`, run as a script by the base
+interpreter with ``-I -S``) which applies, before executing the command:
+
+- **namespaces**: a new user namespace (so limits bind even when the host runs as root: the
+  sandbox runs as an unprivileged kernel uid), a new network namespace (no interface but a
+  down loopback) and a new PID namespace (the command is its init: when it exits or is killed,
+  every process it started dies with it);
+- **Landlock** (Linux 5.13+): the workspace is readable and writable; the system directories
+  needed to execute programs (``/usr``, ``/bin``, ``/lib*``, the interpreter's prefix) are
+  readable, minus every ``site-packages``/``dist-packages`` directory and this project; nothing
+  else (``/etc``, ``/home``, ``/root``, ``/tmp``, ``/proc``) can be opened. On kernels with
+  Landlock ABI 4+ TCP bind/connect are denied too, and on ABI 6+ signals and abstract unix
+  sockets cannot reach outside the sandbox;
+- **seccomp**: ``socket()`` for any family but ``AF_UNIX`` and ``io_uring_setup`` fail with
+  ``EACCES``, so there is no network even where namespaces are unavailable;
+- **rlimits**: CPU seconds, address space, processes, open files, file size;
+- a scrubbed environment and the workspace as working directory.
+
+The host side enforces a wall-clock timeout (killing the whole process group) and caps the
+captured output. Namespaces are used where the kernel allows them and reported in
+:attr:`SandboxResult.isolation`; Landlock is required, and its absence raises
+:class:`SandboxUnavailable` with an explanation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from ratchet.sandbox.launcher import STATUS_FD_ENV, landlock_abi
+
+__all__ = [
+    "Limits",
+    "Sandbox",
+    "SandboxResult",
+    "SandboxUnavailable",
+    "landlock_abi",
+    "python_executable",
+    "require_landlock",
+]
+
+_LAUNCHER = str(Path(__file__).resolve().with_name("launcher.py"))
+
+# Landlock access rights (include/uapi/linux/landlock.h).
+
+# The kernel uid a root host runs the sandbox as (inside its user namespace it is root). Root is
+# exempt from RLIMIT_NPROC; an unprivileged uid is not.
+_SANDBOX_UID = 100_000
+_SYSTEM_DIRS = ("/bin", "/sbin", "/usr", "/lib", "/lib32", "/lib64", "/libx32")
+_SYSTEM_FILES = ("/etc/ld.so.cache", "/dev/zero", "/dev/urandom", "/dev/random")
+_WRITABLE_DEVICES = ("/dev/null",)
+_SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+class SandboxUnavailable(RuntimeError):
+    """This machine cannot confine a sandbox (the message says what is missing)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one run.
+
+    Attributes:
+        cpu_s: CPU seconds before the kernel kills the command.
+        memory_mb: Address-space limit per process.
+        processes: Processes and threads the command may have at once.
+        open_files: File descriptors per process.
+        file_size_mb: Largest file the command may write.
+        output_bytes: Captured bytes kept per stream; more output kills the command.
+        timeout_s: Wall-clock seconds before the whole process group is killed.
+    """
+
+    cpu_s: int = 5
+    memory_mb: int = 512
+    processes: int = 32
+    open_files: int = 64
+    file_size_mb: int = 16
+    output_bytes: int = 65_536
+    timeout_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if value <= 0:
+                raise ValueError(f"sandbox limit {name} must be positive; got {value}")
+
+
+@dataclass(frozen=True)
+class SandboxResult:
+    """What one sandboxed run produced.
+
+    Attributes:
+        exit_code: The command's exit status, or ``None`` if it was killed by a signal.
+        stdout: Captured standard output (decoded, truncated at the byte limit).
+        stderr: Captured standard error (same rules).
+        timed_out: The wall-clock timeout fired.
+        killed: Why the command was killed (``"timeout"``, ``"output limit"``,
+            ``"cpu time limit"``, ``"file size limit"``, ``"signal N"``), else ``None``.
+        duration_s: Wall-clock seconds the run took.
+        truncated: Some output was dropped because of the byte limit.
+        isolation: The containment layers that were in force.
+    """
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    killed: str | None = None
+    duration_s: float = 0.0
+    truncated: bool = False
+    isolation: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether the command exited 0 without being killed."""
+        return self.exit_code == 0 and self.killed is None
+
+    def summary(self) -> str:
+        """Render the result as observation text, without timings or host paths."""
+        parts = []
+        if self.stdout:
+            parts.append(self.stdout.rstrip("\n"))
+        if self.stderr:
+            parts.append("[stderr]\n" + self.stderr.rstrip("\n"))
+        if self.truncated:
+            parts.append("[output truncated]")
+        if self.killed:
+            parts.append(f"[killed: {self.killed}]")
+        elif self.exit_code:
+            parts.append(f"[exit code {self.exit_code}]")
+        return "\n".join(parts) if parts else "[no output]"
+
+
+@dataclass
+class Sandbox:
+    """A temporary workspace and a way to run commands confined to it.
+
+    Use it as a context manager, or call :meth:`close` to remove the workspace.
+
+    Attributes:
+        limits: Default limits for :meth:`run`.
+        root: The workspace directory (real path).
+    """
+
+    limits: Limits = field(default_factory=Limits)
+    root: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        require_landlock()
+        self.root = Path(tempfile.mkdtemp(prefix="ratchet-sandbox-")).resolve()
+        if os.geteuid() == 0:
+            # The sandbox runs as an unprivileged uid mapped to root of its own namespace;
+            # the workspace stays root-owned on the host and root-owned files are mapped in.
+            self.root.chmod(0o700)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove the workspace and everything in it (idempotent)."""
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def run(
+        self, argv: Sequence[str], *, stdin: bytes = b"", limits: Limits | None = None
+    ) -> SandboxResult:
+        """Run ``argv`` inside the sandbox and return what it produced.
+
+        Host paths in the output are rewritten: the workspace appears as ``.``.
+
+        Args:
+            argv: The command and its arguments; the command is looked up on a fixed PATH.
+            stdin: Bytes fed to the command's standard input.
+            limits: Overrides :attr:`limits` for this run.
+
+        Raises:
+            ValueError: If ``argv`` is empty.
+        """
+        if not argv:
+            raise ValueError("sandbox: argv must name a command")
+        limits = limits or self.limits
+        program = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=_SAFE_PATH)
+        if program is None:
+            return SandboxResult(127, "", f"command not found: {argv[0]}\n")
+        config = {
+            "argv": [program, *argv[1:]],
+            "cwd": str(self.root),
+            "env": _scrubbed_env(self.root),
+            "limits": asdict(limits),
+            "readable_dirs": _readable_dirs(),
+            "readable_files": [p for p in _SYSTEM_FILES if os.path.exists(p)],
+            "writable_files": [p for p in _WRITABLE_DEVICES if os.path.exists(p)],
+            "writable_dirs": [str(self.root)],
+            "sandbox_uid": _SANDBOX_UID,
+        }
+        result = _launch(config, stdin, limits)
+        return replace(
+            result,
+            stdout=_hide_root(result.stdout, self.root),
+            stderr=_hide_root(result.stderr, self.root),
+        )
+
+    def run_shell(self, command: str, *, limits: Limits | None = None) -> SandboxResult:
+        """Run a ``/bin/sh -c`` command line in the workspace."""
+        return self.run(["/bin/sh", "-c", command], limits=limits)
+
+    def run_python(
+        self, code: str, *, stdin: bytes = b"", limits: Limits | None = None
+    ) -> SandboxResult:
+        """Run Python source in the workspace with the base interpreter (isolated mode)."""
+        return self.run([python_executable(), "-I", "-S", "-B", "-c", code], stdin=stdin,
+                        limits=limits)  # fmt: skip
+
+
+def python_executable() -> str:
+    """Return the base interpreter (outside any virtualenv) the sandbox runs Python with."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    return os.path.realpath(base)
+
+
+def require_landlock() -> None:
+    """Raise :class:`SandboxUnavailable` unless Landlock can confine the filesystem."""
+    if landlock_abi() < 1:
+        raise SandboxUnavailable(
+            "the sandbox needs Landlock to keep commands inside their workspace: Linux 5.13 or "
+            "newer with 'landlock' in the LSM list (check /sys/kernel/security/lsm, or boot "
+            "with lsm=...,landlock)"
+        )
+
+
+def _scrubbed_env(root: Path) -> dict[str, str]:
+    return {
+        "PATH": _SAFE_PATH,
+        "HOME": str(root),
+        "TMPDIR": str(root),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONIOENCODING": "utf-8",
+    }
+
+
+def _hide_root(text: str, root: Path) -> str:
+    return text.replace(f"{root}/", "./").replace(str(root), ".")
+
+
+@cache
+def _readable_dirs() -> list[tuple[str, bool]]:
+    """System paths the sandbox may read, split around the directories it must not.
+
+    Each entry is ``(path, listing_only)``: a directory on the way to a forbidden one may be
+    listed (Python's importer lists the stdlib directory) but its files are granted one by one.
+    """
+    roots = {os.path.realpath(p) for p in _SYSTEM_DIRS if os.path.isdir(p)}
+    roots.add(os.path.realpath(sys.base_prefix))
+    roots = {r for r in roots if not any(r != o and r.startswith(o + "/") for o in roots)}
+    return sorted(d for root in roots for d in _allow_except(root, _forbidden_dirs()))
+
+
+def _forbidden_dirs() -> set[str]:
+    """Installed packages (the project and its verifiers among them) and the active venv."""
+    import glob
+    import site
+
+    candidates = {sys.prefix, str(Path(__file__).resolve().parents[1])}
+    candidates.update(site.getsitepackages())
+    for scheme_path in ("purelib", "platlib"):
+        candidates.add(sysconfig.get_paths()[scheme_path])
+    for prefix in {sys.base_prefix, "/usr", "/usr/local"}:
+        candidates.update(glob.glob(f"{prefix}/lib*/python3*/*-packages"))
+        candidates.update(glob.glob(f"{prefix}/lib*/python3/dist-packages"))
+    return {os.path.realpath(c) for c in candidates if os.path.isdir(c)}
+
+
+def _allow_except(root: str, forbidden: set[str]) -> list[tuple[str, bool]]:
+    """Return paths covering ``root`` except the forbidden directories beneath it."""
+    if root in forbidden:
+        return []
+    if not any(f.startswith(root + "/") for f in forbidden):
+        return [(root, False)]
+    allowed = [(root, True)]
+    for entry in sorted(os.listdir(root)):
+        child = os.path.join(root, entry)
+        real = os.path.realpath(child)
+        if real != child and os.path.isdir(real):
+            continue  # a symlinked directory is reachable under its real path if allowed
+        if os.path.isdir(child):
+            allowed.extend(_allow_except(child, forbidden))
+        else:
+            allowed.append((child, False))
+    return allowed
+
+
+def _launch(config: dict[str, Any], stdin: bytes, limits: Limits) -> SandboxResult:
+    status_read, status_write = os.pipe()
+    start = time.monotonic()
+    env = {STATUS_FD_ENV: str(status_write)}
+    process = subprocess.Popen(
+        [python_executable(), "-I", "-S", "-B", _LAUNCHER, json.dumps(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        pass_fds=(status_write,),
+        start_new_session=True,
+        cwd=config["cwd"],
+    )
+    os.close(status_write)
+    try:
+        out, err, truncated, host_kill = _collect(process, stdin, limits)
+        process.wait()
+        with os.fdopen(status_read, "rb") as status_file:
+            status = json.loads(status_file.read() or b"{}")
+    finally:
+        _kill_group(process)
+    duration_s = time.monotonic() - start
+    if "error" in status:
+        raise SandboxUnavailable(f"sandbox launcher failed: {status['error']}")
+    killed = host_kill or _signal_reason(status.get("signal"))
+    return SandboxResult(
+        exit_code=status.get("exit"),
+        stdout=out.decode("utf-8", "replace"),
+        stderr=err.decode("utf-8", "replace"),
+        timed_out=host_kill == "timeout",
+        killed=killed,
+        duration_s=duration_s,
+        truncated=truncated,
+        isolation=tuple(status.get("isolation", ())),
+    )
+
+
+def _collect(
+    process: subprocess.Popen[bytes], stdin: bytes, limits: Limits
+) -> tuple[bytes, bytes, bool, str | None]:
+    """Read both streams until they close, the deadline passes, or output overflows."""
+    assert process.stdin and process.stdout and process.stderr
+    try:
+        process.stdin.write(stdin)
+        process.stdin.close()
+    except BrokenPipeError:
+        pass
+    buffers = {process.stdout.fileno(): bytearray(), process.stderr.fileno(): bytearray()}
+    deadline = time.monotonic() + limits.timeout_s
+    truncated = False
+    with selectors.DefaultSelector() as selector:
+        for stream in (process.stdout, process.stderr):
+            selector.register(stream, selectors.EVENT_READ)
+        while selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                _kill_group(process)
+                out, err = (bytes(buffers[s.fileno()]) for s in (process.stdout, process.stderr))
+                return out, err, truncated, "timeout"
+            for key, _ in selector.select(remaining):
+                chunk = os.read(key.fd, 65_536)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                buffer = buffers[key.fd]
+                room = limits.output_bytes - len(buffer)
+                buffer.extend(chunk[: max(room, 0)])
+                if len(chunk) > room:
+                    truncated = True
+                    _kill_group(process)
+                    out, err = (
+                        bytes(buffers[s.fileno()]) for s in (process.stdout, process.stderr)
+                    )
+                    return out, err, truncated, "output limit"
+    out, err = (bytes(buffers[s.fileno()]) for s in (process.stdout, process.stderr))
+    try:
+        process.wait(max(deadline - time.monotonic(), 0.01))
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        return out, err, truncated, "timeout"
+    return out, err, truncated, None
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _signal_reason(number: int | None) -> str | None:
+    if number is None:
+        return None
+    if number in (signal.SIGXCPU, signal.SIGKILL):
+        # A CPU-bound command reaches the hard RLIMIT_CPU and gets SIGKILL from the kernel.
+        return "cpu time limit"
+    if number == signal.SIGXFSZ:
+        return "file size limit"
+    return f"signal {number}"

@@ -1,0 +1,293 @@
+"""The sandbox launcher: confines itself, then executes the command.
+
+Run by :mod:`ratchet.sandbox` as ``python -I -S -B launcher.py CONFIG``, this module imports
+only the standard library (never ratchet: it runs outside the project's environment). It forks
+a child that enters fresh user, network and PID namespaces where the kernel allows, and that
+child forks the command as init of its PID namespace after setting rlimits, a Landlock ruleset
+and a seccomp filter. The final status goes back to the host as JSON on an inherited pipe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from functools import cache
+from typing import Any
+
+STATUS_FD_ENV = "RATCHET_SANDBOX_STATUS_FD"
+
+_FS_EXECUTE = 1 << 0
+_FS_WRITE_FILE = 1 << 1
+_FS_READ_FILE = 1 << 2
+_FS_READ_DIR = 1 << 3
+_FS_TRUNCATE = 1 << 14
+_FS_IOCTL_DEV = 1 << 15
+_FS_RIGHTS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
+_FILE_RIGHTS = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
+_READ_RIGHTS = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
+_SYS_LANDLOCK_CREATE_RULESET = 444
+_SYS_LANDLOCK_ADD_RULE = 445
+_SYS_LANDLOCK_RESTRICT_SELF = 446
+
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNET = 0x40000000
+_CLONE_NEWPID = 0x20000000
+_PR_SET_PDEATHSIG = 1
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+
+
+@cache
+def landlock_abi() -> int:
+    """Return the kernel's Landlock ABI version, or 0 if Landlock is unavailable."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    version = int(libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, 0, 1))
+    return max(version, 0)
+
+
+def launcher_main(config: dict[str, Any]) -> None:
+    """Run the command described by ``config`` confined, and report its status to the host."""
+    status_fd = int(os.environ[STATUS_FD_ENV])
+    os.set_inheritable(status_fd, False)
+    isolation: list[str] = []
+    try:
+        status = _supervise(config, isolation)
+    except Exception as exc:  # reported to the host, which raises SandboxUnavailable
+        status = {"error": f"{type(exc).__name__}: {exc}"}
+    with os.fdopen(status_fd, "w") as status_file:
+        status_file.write(json.dumps(status))
+
+
+def _supervise(config: dict[str, Any], isolation: list[str]) -> dict[str, Any]:
+    """Fork the confined child, map its user namespace, wait, and report its status."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    ready_read, ready_write = os.pipe()
+    mapped_read, mapped_write = os.pipe()
+    report_read, report_write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(ready_read)
+        os.close(mapped_write)
+        os.close(report_read)
+        _child(libc, config, ready_write, mapped_read, report_write)
+    os.close(ready_write)
+    os.close(mapped_read)
+    os.close(report_write)
+    if os.read(ready_read, 1) == b"u":
+        _write_id_maps(pid, int(config["sandbox_uid"]))
+    os.write(mapped_write, b"1")
+    os.close(mapped_write)
+    with os.fdopen(report_read, "rb") as report:
+        status: dict[str, Any] = json.loads(report.read() or b"{}")
+    _, wait_status = os.waitpid(pid, 0)
+    if "isolation" not in status:
+        raise RuntimeError(f"the confined child failed (wait status {wait_status})")
+    isolation.extend(status["isolation"])
+    return status
+
+
+def _write_id_maps(pid: int, sandbox_uid: int) -> None:
+    uid, gid = os.getuid(), os.getgid()
+    if uid == 0:
+        # Map an unprivileged uid as root of the namespace (so RLIMIT_NPROC applies) and map
+        # host root too, so root-owned system files stay readable where Landlock allows.
+        uid_map = gid_map = f"0 {sandbox_uid} 1\n1 0 1\n"
+    else:
+        with open(f"/proc/{pid}/setgroups", "w") as setgroups:
+            setgroups.write("deny")
+        uid_map, gid_map = f"0 {uid} 1\n", f"0 {gid} 1\n"
+    with open(f"/proc/{pid}/uid_map", "w") as uid_file:
+        uid_file.write(uid_map)
+    with open(f"/proc/{pid}/gid_map", "w") as gid_file:
+        gid_file.write(gid_map)
+
+
+def _child(
+    libc: Any, config: dict[str, Any], ready_fd: int, mapped_fd: int, report_fd: int
+) -> None:
+    """Enter namespaces, then fork the command as init of its PID namespace."""
+    isolation: list[str] = []
+    try:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        in_userns = libc.unshare(_CLONE_NEWUSER) == 0
+        os.write(ready_fd, b"u" if in_userns else b"-")
+        os.close(ready_fd)
+        os.read(mapped_fd, 1)
+        os.close(mapped_fd)
+        if in_userns:
+            os.setresgid(0, 0, 0)
+            os.setresuid(0, 0, 0)
+            isolation.append("user namespace")
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if libc.unshare(_CLONE_NEWNET) == 0:
+            isolation.append("network namespace")
+        pid_ns = libc.unshare(_CLONE_NEWPID) == 0
+        if pid_ns:
+            isolation.append("pid namespace")
+        grandchild = os.fork()
+        if grandchild == 0:
+            os.close(report_fd)
+            _exec_confined(libc, config, in_userns, isolation)
+        _, wait_status = os.waitpid(grandchild, 0)
+        status: dict[str, Any] = {"isolation": [*isolation, *_confinement_names()]}
+        if os.WIFSIGNALED(wait_status):
+            status["signal"] = os.WTERMSIG(wait_status)
+        else:
+            status["exit"] = os.WEXITSTATUS(wait_status)
+        os.write(report_fd, json.dumps(status).encode())
+        os.close(report_fd)
+        os._exit(0)
+    except BaseException as exc:
+        os.write(2, f"sandbox: {type(exc).__name__}: {exc}\n".encode())
+        os._exit(125)
+
+
+def _confinement_names() -> list[str]:
+    names = [f"landlock abi {landlock_abi()}", "rlimits"]
+    if _seccomp_arch() is not None:
+        names.append("seccomp socket filter")
+    return names
+
+
+def _exec_confined(
+    libc: Any, config: dict[str, Any], in_userns: bool, isolation: list[str]
+) -> None:
+    try:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _set_rlimits(config["limits"], in_userns)
+        os.chdir(config["cwd"])
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError("prctl(PR_SET_NO_NEW_PRIVS) failed")
+        _restrict_filesystem(libc, config)
+        _install_seccomp(libc)
+        os.execve(config["argv"][0], config["argv"], config["env"])
+    except BaseException as exc:
+        os.write(2, f"sandbox: cannot start {config['argv'][0]}: {exc}\n".encode())
+        os._exit(126)
+
+
+def _set_rlimits(limits: dict[str, Any], in_userns: bool) -> None:
+    import resource
+
+    processes = int(limits["processes"])
+    if not in_userns:
+        # Without a fresh user namespace RLIMIT_NPROC counts every process of this uid.
+        processes += _processes_of_uid(os.getuid())
+    mb = 1024 * 1024
+    for kind, value in (
+        (resource.RLIMIT_CPU, int(limits["cpu_s"])),
+        (resource.RLIMIT_AS, int(limits["memory_mb"]) * mb),
+        (resource.RLIMIT_NPROC, processes),
+        (resource.RLIMIT_NOFILE, int(limits["open_files"])),
+        (resource.RLIMIT_FSIZE, int(limits["file_size_mb"]) * mb),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        resource.setrlimit(kind, (value, value))
+
+
+def _processes_of_uid(uid: int) -> int:
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += 1
+            except OSError:
+                continue
+    return count
+
+
+def _restrict_filesystem(libc: Any, config: dict[str, Any]) -> None:
+    import ctypes
+    import struct
+
+    abi = landlock_abi()
+    fs_rights = _FS_RIGHTS_BY_ABI[max(v for v in _FS_RIGHTS_BY_ABI if v <= abi)]
+    net_rights = 0b11 if abi >= 4 else 0  # TCP bind and connect: handled, hence denied
+    scoped = 0b11 if abi >= 6 else 0  # abstract unix sockets and signals stay inside
+    attr = struct.pack("QQQ", fs_rights, net_rights, scoped)
+    size = 8 if abi < 4 else 16 if abi < 6 else 24
+    ruleset = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, attr, size, 0)
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
+    file_rights = _FILE_RIGHTS & fs_rights
+    rules = [
+        (p, _FS_READ_DIR if listing else _READ_RIGHTS) for p, listing in config["readable_dirs"]
+    ]
+    rules += [(p, (_FS_EXECUTE | _FS_READ_FILE) & file_rights) for p in config["readable_files"]]
+    rules += [(p, file_rights) for p in config["writable_files"]]
+    rules += [(p, fs_rights) for p in config["writable_dirs"]]
+    for path, rights in rules:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue
+        if not os.path.isdir(path):
+            rights &= file_rights
+        rule = struct.pack("=Qi", rights, fd)
+        result = libc.syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, 1, rule, 0)
+        os.close(fd)
+        if result != 0:
+            raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
+    if libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+        raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
+    os.close(ruleset)
+
+
+def _seccomp_arch() -> tuple[int, int, bool] | None:
+    """(audit arch, socket syscall number, has x32 numbers) for this machine, if known."""
+    machine = os.uname().machine
+    if machine == "x86_64":
+        return 0xC000003E, 41, True
+    if machine == "aarch64":
+        return 0xC00000B7, 198, False
+    return None
+
+
+def _install_seccomp(libc: Any) -> None:
+    import ctypes
+    import errno
+    import struct
+
+    arch = _seccomp_arch()
+    if arch is None:
+        return
+    audit_arch, socket_nr, has_x32 = arch
+    io_uring_setup_nr = 425
+    allow, deny, kill = 0x7FFF0000, 0x00050000 | errno.EACCES, 0x80000000
+    ld_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+
+    def op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
+        return struct.pack("HBBI", code, jt, jf, k)
+
+    program = [
+        op(ld_abs, 4),  # arch
+        op(jeq, audit_arch, 1, 0),
+        op(ret, kill),
+        op(ld_abs, 0),  # syscall number
+        op(jge, 0x40000000 if has_x32 else 0xFFFFFFFF, 5, 0),  # x32 numbers: deny
+        op(jeq, io_uring_setup_nr, 4, 0),
+        op(jeq, socket_nr, 1, 0),
+        op(ret, allow),
+        op(ld_abs, 16),  # socket(family, ...): low 32 bits of args[0]
+        op(jeq, 1, 1, 0),  # AF_UNIX
+        op(ret, deny),
+        op(ret, allow),
+    ]
+    filters = ctypes.create_string_buffer(b"".join(program))
+    fprog = struct.pack("HxxxxxxQ", len(program), ctypes.addressof(filters))
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, fprog, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp filter failed to install")
+
+
+if __name__ == "__main__":
+    launcher_main(json.loads(sys.argv[1]))
