@@ -4,6 +4,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def test_creates_directory_database_and_artifacts(tmp_path):
     with Store.open(root) as store:
         assert (root / "ratchet.db").is_file() and (root / "artifacts").is_dir()
         assert store.schema_version == SCHEMA_VERSION
-    with sqlite3.connect(root / "ratchet.db") as db:
+    with closing(sqlite3.connect(root / "ratchet.db")) as db:
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
@@ -61,10 +62,15 @@ def test_reopening_keeps_data(tmp_path, tasks):
 
 def test_newer_schema_is_refused_with_a_clear_error(tmp_path):
     Store(tmp_path).close()
-    with sqlite3.connect(tmp_path / "ratchet.db") as db:
-        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db = sqlite3.connect(tmp_path / "ratchet.db")
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    db.execute("PRAGMA journal_mode=DELETE")
+    db.close()
     with pytest.raises(StoreError, match="Upgrade ratchet"):
         Store(tmp_path)
+    db = sqlite3.connect(tmp_path / "ratchet.db")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"  # left as it was
+    db.close()
 
 
 def test_empty_database_file_is_migrated(tmp_path):
@@ -74,11 +80,16 @@ def test_empty_database_file_is_migrated(tmp_path):
         assert store.runs() == []
 
 
-def test_foreign_sqlite_database_is_refused(tmp_path):
-    with sqlite3.connect(tmp_path / "ratchet.db") as db:
-        db.execute("CREATE TABLE notes (text TEXT)")
+def test_foreign_sqlite_database_is_refused_untouched(tmp_path):
+    db = sqlite3.connect(tmp_path / "ratchet.db")
+    db.execute("CREATE TABLE notes (text TEXT)")
+    db.close()
     with pytest.raises(StoreError, match="not a ratchet store"):
         Store(tmp_path)
+    db = sqlite3.connect(tmp_path / "ratchet.db")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    db.close()
+    assert not (tmp_path / "artifacts").exists()
 
 
 def test_non_database_file_is_refused(tmp_path):
@@ -204,7 +215,7 @@ def test_agent_versions_and_lineage(store, tmp_path):
     assert [v.id for v in store.agent_versions()] == ["v0", "v1", "v2", "w1"]
     assert store.agent_version("v2") == v2
     assert store.agent_version("w1").path == Path("rel/w1").resolve()  # relative to the cwd
-    with sqlite3.connect(store.db_path) as db:
+    with closing(sqlite3.connect(store.db_path)) as db:
         stored = dict(db.execute("SELECT id, path FROM agent_versions").fetchall())
     assert stored["v1"] == str(Path("artifacts") / "v1")  # relative: the store can move
 
@@ -343,7 +354,7 @@ def test_kill_and_resume_loses_no_finished_trajectory(tmp_path):
         child.wait()
     assert child.returncode == -signal.SIGKILL
 
-    with sqlite3.connect(tmp_path / "ratchet.db") as db:
+    with closing(sqlite3.connect(tmp_path / "ratchet.db")) as db:
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     with Store(tmp_path) as store:
         stored = store.trajectories(run_id=run_id)

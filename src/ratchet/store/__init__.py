@@ -25,152 +25,45 @@ import threading
 import time
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, get_args
+from typing import Any
 
+from ratchet.store.records import (
+    RUN_STATUSES,
+    AgentVersion,
+    Decision,
+    Run,
+    RunStatus,
+    StoreError,
+    decision_from_row,
+    run_from_row,
+)
+from ratchet.store.schema import SCHEMA_VERSION, check_openable, migrate
 from ratchet.trajectory import Trajectory
+
+__all__ = [
+    "ARTIFACTS_DIR",
+    "DB_NAME",
+    "RUN_STATUSES",
+    "SCHEMA_VERSION",
+    "AgentVersion",
+    "Decision",
+    "Run",
+    "RunStatus",
+    "Store",
+    "StoreError",
+]
 
 DB_NAME = "ratchet.db"
 ARTIFACTS_DIR = "artifacts"
 
-RunStatus = Literal["running", "done", "failed", "interrupted"]
-RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
-
-# Migration i takes a database from schema version i to i + 1; version 0 is an empty file.
-# Append new migrations, never edit old ones: stores in the field went through them.
-_MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (
-        """CREATE TABLE runs (
-            id TEXT PRIMARY KEY,
-            created REAL NOT NULL,
-            kind TEXT NOT NULL,
-            config TEXT NOT NULL,
-            status TEXT NOT NULL
-        )""",
-        """CREATE TABLE tasks (
-            id TEXT PRIMARY KEY,
-            env TEXT NOT NULL,
-            split TEXT NOT NULL,
-            family TEXT NOT NULL,
-            difficulty INTEGER NOT NULL,
-            json TEXT NOT NULL
-        )""",
-        """CREATE TABLE trajectories (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            run_id TEXT NOT NULL REFERENCES runs(id),
-            task_id TEXT NOT NULL REFERENCES tasks(id),
-            agent TEXT NOT NULL,
-            model TEXT NOT NULL,
-            sample INTEGER NOT NULL,
-            passed INTEGER NOT NULL,
-            score REAL NOT NULL,
-            prompt_tokens INTEGER NOT NULL,
-            completion_tokens INTEGER NOT NULL,
-            seconds REAL NOT NULL,
-            error TEXT,
-            json TEXT NOT NULL,
-            created REAL NOT NULL,
-            UNIQUE (run_id, task_id, agent, sample)
-        )""",
-        "CREATE INDEX trajectories_agent ON trajectories(agent)",
-        "CREATE INDEX trajectories_task ON trajectories(task_id)",
-        """CREATE TABLE agent_versions (
-            id TEXT PRIMARY KEY,
-            parent TEXT REFERENCES agent_versions(id),
-            lever TEXT NOT NULL,
-            path TEXT NOT NULL,
-            created REAL NOT NULL,
-            metadata TEXT NOT NULL
-        )""",
-        """CREATE TABLE decisions (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            run_id TEXT NOT NULL REFERENCES runs(id),
-            round INTEGER NOT NULL,
-            lever TEXT NOT NULL,
-            candidate TEXT NOT NULL,
-            incumbent TEXT NOT NULL,
-            accepted INTEGER NOT NULL,
-            numbers TEXT NOT NULL,
-            created REAL NOT NULL
-        )""",
-        "CREATE INDEX decisions_run ON decisions(run_id)",
-    ),
+_RUN_SELECT = "SELECT id, kind, config, status, created FROM runs"
+_VERSION_SELECT = "SELECT id, parent, lever, path, created, metadata FROM agent_versions"
+_DECISION_SELECT = (
+    "SELECT id, run_id, round, lever, candidate, incumbent, accepted, numbers, created"
+    " FROM decisions"
 )
-SCHEMA_VERSION = len(_MIGRATIONS)
-
-
-class StoreError(Exception):
-    """A store cannot be opened or a request names something the store does not hold."""
-
-
-@dataclass(frozen=True)
-class Run:
-    """One run: a batch of rollouts, an evaluation, or an improvement loop.
-
-    Attributes:
-        id: Unique id, e.g. ``"eval-20250101-120000-3f2a"``.
-        kind: What the run does (``"eval"``, ``"run"``, ``"improve"``...).
-        config: The JSON-serialisable settings the run was started with.
-        status: ``running``, ``done``, ``failed`` or ``interrupted``.
-        created: Unix time the run started.
-    """
-
-    id: str
-    kind: str
-    config: dict[str, Any]
-    status: RunStatus
-    created: float
-
-
-@dataclass(frozen=True)
-class AgentVersion:
-    """One saved agent in the lineage tree.
-
-    Attributes:
-        id: Version id, e.g. ``"v3"``.
-        parent: The version it was derived from; ``None`` for a root.
-        lever: The lever that produced it (``"base"`` for a root).
-        path: The agent directory.
-        created: Unix time it was recorded.
-        metadata: JSON-serialisable facts, e.g. the gate numbers and the trajectory ids it
-            learned from.
-    """
-
-    id: str
-    parent: str | None
-    lever: str
-    path: Path
-    created: float
-    metadata: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Decision:
-    """One gate decision, accepted or not, with the numbers behind it.
-
-    Attributes:
-        id: Row id, increasing in the order decisions were made.
-        run_id: The improvement run it belongs to.
-        round: The loop round.
-        lever: The lever that proposed the candidate.
-        candidate: The candidate's version id.
-        incumbent: The version it was compared against.
-        accepted: Whether the candidate replaced the incumbent.
-        numbers: JSON-serialisable statistics (scores, deltas, p-value, regressions...).
-        created: Unix time of the decision.
-    """
-
-    id: int
-    run_id: str
-    round: int
-    lever: str
-    candidate: str
-    incumbent: str
-    accepted: bool
-    numbers: dict[str, Any]
-    created: float
 
 
 class Store:
@@ -194,7 +87,7 @@ class Store:
         self.artifacts = self.root / ARTIFACTS_DIR
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"store path {self.root} exists and is not a directory")
-        self.artifacts.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._connection: sqlite3.Connection | None = None
         try:
@@ -204,12 +97,15 @@ class Store:
                 isolation_level=None,  # autocommit; writes open their own BEGIN IMMEDIATE
                 check_same_thread=False,
             )
+            # Refuse a newer or foreign database before switching it to WAL, which writes.
+            check_openable(self._connection, self.db_path)
             self._connection.execute("PRAGMA journal_mode=WAL")
             # NORMAL in WAL mode keeps the database consistent after a crash; only the last
             # commits before a power loss (not a process kill) can be lost.
             self._connection.execute("PRAGMA synchronous=NORMAL")
             self._connection.execute("PRAGMA foreign_keys=ON")
             self._migrate()
+            self.artifacts.mkdir(exist_ok=True)
         except sqlite3.DatabaseError as exc:
             self.close()
             raise StoreError(f"{self.db_path} is not a usable ratchet store: {exc}") from None
@@ -296,14 +192,14 @@ class Store:
         rows = self._read(f"{_RUN_SELECT} WHERE id = ?", (run_id,))
         if not rows:
             raise StoreError(f"no run {run_id!r} in {self.root}")
-        return _run(rows[0])
+        return run_from_row(rows[0])
 
     def runs(self, kind: str | None = None) -> list[Run]:
         """Return all runs (optionally of one kind), oldest first."""
         if kind is None:
-            return [_run(row) for row in self._read(f"{_RUN_SELECT} ORDER BY created, id")]
+            return [run_from_row(row) for row in self._read(f"{_RUN_SELECT} ORDER BY created, id")]
         rows = self._read(f"{_RUN_SELECT} WHERE kind = ? ORDER BY created, id", (kind,))
-        return [_run(row) for row in rows]
+        return [run_from_row(row) for row in rows]
 
     # --- trajectories -----------------------------------------------------------------------
 
@@ -529,7 +425,7 @@ class Store:
             rows = self._read(f"{_DECISION_SELECT} ORDER BY id")
         else:
             rows = self._read(f"{_DECISION_SELECT} WHERE run_id = ? ORDER BY id", (run_id,))
-        return [_decision(row) for row in rows]
+        return [decision_from_row(row) for row in rows]
 
     # --- artifacts --------------------------------------------------------------------------
 
@@ -576,19 +472,7 @@ class Store:
 
     def _migrate(self) -> None:
         with self._write() as db:
-            version = int(db.execute("PRAGMA user_version").fetchone()[0])
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.db_path} has schema version {version}; this ratchet reads up to "
-                    f"{SCHEMA_VERSION}. Upgrade ratchet to open it."
-                )
-            if version == 0 and db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
-                raise StoreError(f"{self.db_path} is an SQLite database but not a ratchet store")
-            for statements in _MIGRATIONS[version:]:
-                for statement in statements:
-                    db.execute(statement)
-            # PRAGMA takes no parameters; SCHEMA_VERSION is our own integer.
-            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            migrate(db, self.db_path)
 
     def _absolute(self, path: Path) -> Path:
         return path if path.is_absolute() else self.root / path
@@ -602,32 +486,6 @@ class Store:
             created=row[4],
             metadata=json.loads(row[5]),
         )
-
-
-_RUN_SELECT = "SELECT id, kind, config, status, created FROM runs"
-_VERSION_SELECT = "SELECT id, parent, lever, path, created, metadata FROM agent_versions"
-_DECISION_SELECT = (
-    "SELECT id, run_id, round, lever, candidate, incumbent, accepted, numbers, created"
-    " FROM decisions"
-)
-
-
-def _run(row: Sequence[Any]) -> Run:
-    return Run(id=row[0], kind=row[1], config=json.loads(row[2]), status=row[3], created=row[4])
-
-
-def _decision(row: Sequence[Any]) -> Decision:
-    return Decision(
-        id=row[0],
-        run_id=row[1],
-        round=row[2],
-        lever=row[3],
-        candidate=row[4],
-        incumbent=row[5],
-        accepted=bool(row[6]),
-        numbers=json.loads(row[7]),
-        created=row[8],
-    )
 
 
 def _insert_trajectory(
