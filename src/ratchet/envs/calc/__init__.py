@@ -3,6 +3,9 @@
 Each task is a chain of operations on whole numbers, e.g. difficulty 2 is ``(a + b) * c``.
 The agent has ``add``, ``subtract``, ``multiply`` and ``divide`` and submits the result with
 ``finish(answer)``; the verifier compares the submitted number exactly with the computed value.
+
+Hindsight relabelling (:func:`relabel`) turns any trajectory that computed a chain of whole
+numbers and submitted its value into an ``expression`` task for that chain.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import Any
 from ratchet.env import SimpleEnv
 from ratchet.task import Task, TaskSpec
 from ratchet.tool import ToolCall, ToolError
+from ratchet.trajectory import Trajectory
 from ratchet.verdict import Verdict
 
 OPS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
@@ -118,9 +122,8 @@ def _check(task: Task, world: None, answer: str | None) -> Verdict:
     expected = task.params["answer"]
     if answer is None:
         return Verdict.of(False, "no answer was submitted (call finish with the number)")
-    try:
-        submitted = float(answer.strip().rstrip(".").replace(",", ""))
-    except ValueError:
+    submitted = _number(answer)
+    if submitted is None:
         return Verdict.of(False, f"the answer {answer!r} is not a number")
     if abs(submitted - expected) > 1e-9:
         return Verdict.of(False, f"submitted {answer.strip()}, which is not the correct value")
@@ -136,6 +139,63 @@ def _solve(task: Task) -> list[ToolCall]:
     return [*calls, ToolCall("finish", {"answer": str(value)})]
 
 
+def _number(text: object) -> float | None:
+    try:
+        return float(str(text).strip().rstrip(".").replace(",", ""))
+    except ValueError:
+        return None
+
+
+def relabel(trajectory: Trajectory) -> TaskSpec | None:
+    """Name the chain of operations a trajectory computed, if it submitted the chain's value.
+
+    Successful tool calls are read in order. A call extends the chain when it takes the
+    previous result as its first operand (or as either operand of ``add`` and ``multiply``);
+    any other call starts a new chain. Only whole numbers count, and only the last
+    ``max_difficulty`` operations are kept (the value before them becomes the start).
+
+    Returns:
+        An ``expression`` task such as ``"Compute (3 + 4) * 2."`` whose difficulty is the
+        number of operations, or ``None`` if the trajectory never finished, computed no chain,
+        or submitted anything but the chain's final value.
+    """
+    values: list[int] = []
+    steps: list[tuple[str, int]] = []
+    answer: float | None = None
+    for step in trajectory.steps:
+        call = step.call
+        if call is None or step.failed:
+            continue
+        if call.name == "finish":
+            answer = _number(call.arguments.get("answer", ""))
+            break
+        a, b = _number(call.arguments.get("a")), _number(call.arguments.get("b"))
+        result = _number(step.observation.text)
+        if call.name not in OPS or a is None or b is None or result is None:
+            continue
+        if not all(x.is_integer() for x in (a, b, result)):
+            values, steps = [], []
+        elif values and a == values[-1]:
+            steps.append((call.name, int(b)))
+        elif values and b == values[-1] and call.name in ("add", "multiply"):
+            steps.append((call.name, int(a)))
+        else:
+            values, steps = [int(a)], [(call.name, int(b))]
+        if steps:
+            values.append(int(result))
+    kept = steps[-env.max_difficulty :]
+    if not kept or answer is None:
+        return None
+    start = values[len(steps) - len(kept)]
+    value = start
+    for op, operand in kept:
+        value = int(_APPLY[op](value, operand))
+    if answer != value or value != values[-1]:
+        return None
+    params: dict[str, Any] = {"start": start, "steps": [list(s) for s in kept], "answer": value}
+    return TaskSpec(f"Compute {_expression(start, kept)}.", params, "expression", len(kept))
+
+
 env: SimpleEnv[None] = SimpleEnv(
     name="calc",
     description="Arithmetic word problems solved with add/subtract/multiply/divide tools.",
@@ -145,4 +205,5 @@ env: SimpleEnv[None] = SimpleEnv(
     check=_check,
     solve=_solve,
     max_difficulty=5,
+    relabel=relabel,
 )

@@ -1,0 +1,118 @@
+import random
+
+from ratchet.envs.calc import env, relabel
+from ratchet.task import Task
+from ratchet.tool import ToolCall
+from ratchet.trajectory import play
+
+TASK = Task("calc-t", "calc", "Compute 1 + 1.", "train", "expression", 1, 0, {"answer": 2})
+
+
+def run(calls: list[ToolCall]):
+    return play(env, TASK, calls)
+
+
+def op(name: str, a: float, b: float) -> ToolCall:
+    return ToolCall(name, {"a": a, "b": b})
+
+
+def finish(answer: object) -> ToolCall:
+    return ToolCall("finish", {"answer": str(answer)})
+
+
+def test_oracle_trajectories_relabel_to_their_own_expression():
+    for task in env.tasks("test", 40):
+        described = env.describe(play(env, task, env.oracle(task)))
+        assert described is not None
+        assert described.params == task.params
+        assert described.family == "expression"
+        assert described.difficulty == task.difficulty
+        assert described.split == "train"
+        assert play(env, described, env.oracle(described)).passed
+
+
+def test_the_chain_and_its_text():
+    trajectory = run([op("add", 3, 4), op("multiply", 7, 2), finish(14)])
+    spec = relabel(trajectory)
+    assert spec is not None
+    assert spec.instruction == "Compute (3 + 4) * 2."
+    assert spec.params == {"start": 3, "steps": [["add", 4], ["multiply", 2]], "answer": 14}
+    assert spec.difficulty == 2
+
+
+def test_previous_result_as_second_operand_only_for_commutative_ops():
+    spec = relabel(run([op("add", 3, 4), op("multiply", 2, 7), finish(14)]))
+    assert spec is not None and spec.params["steps"] == [["add", 4], ["multiply", 2]]
+    # 20 - 7 does not continue "3 + 4" as a chain step, so a new chain starts at 20.
+    spec = relabel(run([op("add", 3, 4), op("subtract", 20, 7), finish(13)]))
+    assert spec is not None and spec.instruction == "Compute 20 - 7."
+
+
+def test_an_unrelated_call_starts_a_new_chain_and_errors_are_skipped():
+    calls = [op("add", 1, 2), op("multiply", 5, 6), op("divide", 30, 0), op("subtract", 30, 10)]
+    spec = relabel(run([*calls, finish(20)]))
+    assert spec is not None and spec.instruction == "Compute (5 * 6) - 10."
+
+
+def test_nothing_is_named_unless_the_answer_is_the_chain_value():
+    assert relabel(run([op("add", 3, 4), finish(8)])) is None
+    assert relabel(run([op("add", 3, 4), finish("seven")])) is None
+    assert relabel(run([op("add", 3, 4)])) is None
+    assert relabel(run([finish(7)])) is None
+    assert env.describe(run([op("add", 3, 4), finish(8)])) is None
+
+
+def test_fractions_break_the_chain():
+    assert relabel(run([op("divide", 7, 2), op("multiply", 3.5, 2), finish(7)])) is None
+    spec = relabel(run([op("divide", 7, 2), op("add", 1, 1), finish(2)]))
+    assert spec is not None and spec.instruction == "Compute 1 + 1."
+
+
+def test_long_chains_keep_the_last_five_operations():
+    calls, value = [], 2
+    for _ in range(7):
+        calls.append(op("add", value, 1))
+        value += 1
+    spec = relabel(run([*calls, finish(value)]))
+    assert spec is not None
+    assert spec.difficulty == 5
+    assert spec.params["start"] == 4 and spec.params["answer"] == 9
+
+
+def random_policy(task: Task, rng: random.Random) -> list[ToolCall]:
+    """Explore: random operations, often on the last result, then finish with a guess."""
+    numbers = [task.params["start"], *(n for _, n in task.params["steps"]), *range(1, 10)]
+    calls, last = [], None
+    for _ in range(rng.randint(1, 5)):
+        name = rng.choice(["add", "subtract", "multiply", "divide"])
+        a = last if last is not None and rng.random() < 0.7 else rng.choice(numbers)
+        b = rng.choice(numbers)
+        if rng.random() < 0.2:
+            a, b = b, a
+        calls.append(op(name, a, b))
+        if name == "add":
+            last = a + b
+        elif name == "subtract":
+            last = a - b
+        elif name == "multiply":
+            last = a * b
+        elif b != 0:
+            last = a / b
+    guess = last if last is not None and rng.random() < 0.7 else rng.choice(numbers)
+    return [*calls, finish(guess)]
+
+
+def test_random_explorations_relabel_to_tasks_the_verifier_passes():
+    rng = random.Random(7)
+    relabelled = 0
+    tasks = env.tasks("train", 150)
+    for task in tasks:
+        calls = random_policy(task, rng)
+        described = env.describe(play(env, task, calls))
+        if described is None:
+            continue
+        relabelled += 1
+        assert play(env, described, calls).passed
+        assert play(env, described, env.oracle(described)).passed
+        assert 1 <= described.difficulty <= env.max_difficulty
+    assert 0 < relabelled < len(tasks)
