@@ -1,0 +1,260 @@
+import random
+from collections import Counter
+
+import pytest
+
+from ratchet.check import FORGED_CLAIM, check_env
+from ratchet.envs.grid import env
+from ratchet.envs.grid import world as rules
+from ratchet.envs.grid.generate import plan_band
+from ratchet.envs.grid.goals import achieved
+from ratchet.envs.grid.tools import build
+from ratchet.task import Task
+from ratchet.tool import ToolCall, ToolError
+from ratchet.trajectory import play
+
+WORLD = {
+    "rooms": [["red", 0, 0], ["blue", 1, 0], ["green", 1, 1]],
+    "doors": [["red", "blue", "brass"], ["blue", "green", None]],
+    "items": [
+        ["brass key", "red"],
+        ["iron key", "red"],
+        ["wood", "red"],
+        ["stone", "green"],
+        ["cup", "blue"],
+    ],
+    "start": "red",
+}
+CRAFT_AXE = [
+    ToolCall("take", {"item": "wood"}),
+    ToolCall("take", {"item": "brass key"}),
+    ToolCall("use", {"item": "brass key", "target": "east"}),
+    ToolCall("move", {"to": "blue room"}),
+    ToolCall("move", {"to": "south"}),
+    ToolCall("take", {"item": "stone"}),
+    ToolCall("craft", {"item": "axe"}),
+]
+
+
+def task_for(goal: dict, instruction: str = "Do it.") -> Task:
+    return Task("grid-t", "grid", instruction, "test", goal["kind"], 4, 0, {**WORLD, "goal": goal})
+
+
+def finish(answer: str = "done") -> ToolCall:
+    return ToolCall("finish", {"answer": answer})
+
+
+def session_for(goal: dict):
+    session = env.session(task_for(goal))
+    session.reset()
+    return session
+
+
+def test_look_shows_only_the_current_room():
+    session = session_for({"kind": "go", "room": "green"})
+    seen = session.step(ToolCall("look", {})).text
+    assert seen == (
+        "You are in the red room. You see: brass key, iron key, wood. "
+        "Doors: east to the blue room (locked: brass lock)."
+    )
+    assert "stone" not in seen and "cup" not in seen and "green" not in seen
+    for call in CRAFT_AXE[1:4]:
+        assert session.step(call).error is None
+    assert "You see: cup." in session.step(ToolCall("look", {})).text
+
+
+def test_a_locked_door_opens_only_with_the_key_of_its_metal():
+    session = session_for({"kind": "go", "room": "blue"})
+    blocked = session.step(ToolCall("move", {"to": "east"}))
+    assert blocked.error and "locked" in blocked.error
+    assert session.step(ToolCall("use", {"item": "brass key", "target": "east"})).error
+    session.step(ToolCall("take", {"item": "iron key"}))
+    wrong = session.step(ToolCall("use", {"item": "iron key", "target": "blue room"}))
+    assert (
+        wrong.error
+        == "the iron key does not fit the door east to the blue room: it has a brass lock"
+    )
+    session.step(ToolCall("take", {"item": "the brass key"}))
+    opened = session.step(ToolCall("use", {"item": "brass key", "target": "blue room"}))
+    assert opened.text == "You unlock the door east to the blue room with the brass key."
+    assert session.step(ToolCall("move", {"to": "Blue"})).text.startswith("You walk east.")
+    assert session.verify().passed
+
+
+def test_unknown_targets_list_the_doors():
+    session = session_for({"kind": "go", "room": "blue"})
+    error = session.step(ToolCall("move", {"to": "north"})).error
+    assert error == "there is no door north of the red room; doors: east to the blue room"
+    assert "is not a door" in (session.step(ToolCall("move", {"to": "kitchen"})).error or "")
+    assert session.step(ToolCall("take", {"item": "stone"})).error  # it is in another room
+    assert session.step(ToolCall("drop", {"item": "wood"})).error  # not held
+
+
+def test_crafting_needs_held_ingredients_and_uses_them_up():
+    session = session_for({"kind": "craft", "item": "axe"})
+    for call in CRAFT_AXE[:-2]:
+        assert session.step(call).error is None
+    early = session.step(ToolCall("craft", {"item": "axe"}))
+    assert early.error == "an axe needs the wood and the stone; you are missing the stone"
+    assert session.step(ToolCall("craft", {"item": "spaceship"})).error
+    session.step(CRAFT_AXE[-2])
+    assert session.step(CRAFT_AXE[-1]).text == "You craft an axe from the wood and the stone."
+    assert session.step(ToolCall("inventory", {})).text == "You hold: axe, brass key."
+    assert session.verify().passed
+
+
+def test_the_verifier_reads_the_world_not_the_answer():
+    task = task_for({"kind": "bring", "item": "cup", "room": "red"})
+    plan = env.oracle(task)
+    assert [c.name for c in plan] == ["take", "use", "move", "take", "move", "drop", "finish"]
+    assert play(env, task, plan).passed
+    assert not play(env, task, [*plan[:-2], finish()]).passed  # cup still held
+    assert not play(env, task, [finish("")]).passed
+    assert not play(env, task, [finish(FORGED_CLAIM)]).passed
+    verdict = play(env, task, [*plan[:-2], finish()]).verdict
+    assert verdict is not None
+    assert verdict.feedback == (
+        "goal not reached: the cup is in your inventory; the goal is to leave it in the red room"
+    )
+
+
+def test_oracle_plans_are_shortest_and_fit_the_difficulty():
+    for level in range(1, 6):
+        low, high = plan_band(level)
+        for task in env.tasks("train", 15, difficulty=level):
+            plan = env.oracle(task)
+            assert low <= len(plan) - 1 <= high
+            assert play(env, task, plan).passed
+
+
+def all_moves(layout, state):
+    """Every action the rules allow, not only the ones the planner considers."""
+    attempts = [lambda e=e: rules.go(layout, state, e) for e in layout.exits[state.room]]
+    for item in range(len(layout.items)):
+        attempts += [
+            lambda i=item: rules.take(layout, state, i),
+            lambda i=item: rules.drop(layout, state, i),
+        ]
+        attempts += [
+            lambda i=item, e=e: rules.unlock(layout, state, i, e) for e in layout.exits[state.room]
+        ]
+    attempts += [lambda p=p: rules.craft(layout, state, p) for p in rules.RECIPES]
+    for attempt in attempts:
+        try:
+            yield attempt()
+        except ToolError:
+            continue
+
+
+def test_no_shorter_plan_exists_among_all_actions():
+    for level in (1, 2, 3):
+        for task in env.tasks("train", 8, difficulty=level):
+            world = build(task)
+            length = len(env.oracle(task)) - 1
+            frontier, seen = {world.start}, {world.start}
+            for _ in range(length - 1):
+                frontier = {s for f in frontier for s in all_moves(world.layout, f)} - seen
+                seen |= frontier
+                assert not any(achieved(world.goal, s) for s in frontier), task.id
+
+
+def test_goal_kinds_and_levels_are_all_drawn():
+    tasks = env.tasks("train", 250)
+    assert set(Counter(t.family for t in tasks)) == {"fetch", "craft", "bring", "go", "unlock"}
+    assert set(Counter(t.difficulty for t in tasks)) == {1, 2, 3, 4, 5}
+
+
+def test_many_distinct_tasks_per_split():
+    tasks = env.tasks("train", 500)
+    assert len({(t.instruction, repr(t.params)) for t in tasks}) == 500
+
+
+@pytest.mark.slow
+def test_thousands_of_distinct_tasks_in_every_split():
+    for split in ("train", "probe", "test"):
+        tasks = env.tasks(split, 2000)
+        assert len({(t.instruction, repr(t.params)) for t in tasks}) == 2000
+
+
+def test_deterministic_and_json_round_trip():
+    tasks = env.tasks("probe", 10, seed=3)
+    assert tasks == env.tasks("probe", 10, seed=3)
+    assert tasks != env.tasks("probe", 10, seed=4)
+    for task in tasks:
+        again = Task.from_json(task.to_json())
+        calls = [ToolCall("look", {}), *env.oracle(task)]
+        first, second = play(env, task, calls), play(env, again, calls)
+        assert [s.observation for s in first.steps] == [s.observation for s in second.steps]
+
+
+def test_malformed_params_are_a_clear_error():
+    bad = Task("grid-x", "grid", "Go.", "test", params={"rooms": [["red", 0, 0]]})
+    with pytest.raises(ValueError, match="grid params are malformed"):
+        env.session(bad)
+
+
+def test_check_env_passes():
+    report = check_env(env, n=15)
+    assert report.passed, report.results
+
+
+@pytest.mark.slow
+def test_check_env_passes_on_200_tasks():
+    report = check_env(env, n=200)
+    assert report.passed, report.results
+
+
+def test_relabelling_names_what_was_crafted_and_where_things_were_left():
+    crafted = env.describe(play(env, task_for({"kind": "go", "room": "green"}), CRAFT_AXE))
+    assert crafted is not None
+    assert crafted.family == "craft" and crafted.params["goal"] == {"kind": "craft", "item": "axe"}
+    assert crafted.instruction.startswith("You start in the red room. Craft an axe")
+    assert crafted.difficulty == 4  # the 7-action plan is in the band of level 4
+    wander = [*CRAFT_AXE[1:4], ToolCall("drop", {"item": "brass key"}), finish()]
+    brought = env.describe(play(env, task_for({"kind": "go", "room": "green"}), wander))
+    assert brought is not None
+    assert brought.params["goal"] == {"kind": "bring", "item": "brass key", "room": "blue"}
+    assert env.describe(play(env, task_for({"kind": "go", "room": "green"}), [finish()])) is None
+
+
+def test_oracle_trajectories_relabel_to_tasks_the_verifier_passes():
+    for task in env.tasks("test", 25):
+        described = env.describe(play(env, task, env.oracle(task)))
+        assert described is not None
+        assert play(env, described, env.oracle(described)).passed
+
+
+def explore(task: Task, rng: random.Random) -> list[ToolCall]:
+    """Wander blindly: random moves, takes, drops, key uses and crafts."""
+    items = [item for item, _ in task.params["items"]] or ["cup"]
+    keys = [item for item in items if item.endswith(" key")]
+    calls = []
+    for _ in range(rng.randint(3, 20)):
+        kind = rng.choice(["move", "move", "take", "take", "drop", "use", "craft"])
+        direction = rng.choice(list(rules.DIRECTIONS))
+        if kind == "move":
+            calls.append(ToolCall("move", {"to": direction}))
+        elif kind in ("take", "drop"):
+            calls.append(ToolCall(kind, {"item": rng.choice(items)}))
+        elif kind == "use" and keys:
+            calls.append(ToolCall("use", {"item": rng.choice(keys), "target": direction}))
+        else:
+            calls.append(ToolCall("craft", {"item": rng.choice(list(rules.RECIPES))}))
+    return [*calls, finish()]
+
+
+def test_random_explorations_relabel_to_tasks_the_verifier_passes():
+    rng = random.Random(5)
+    kinds: Counter[str] = Counter()
+    tasks = env.tasks("train", 120)
+    for task in tasks:
+        calls = explore(task, rng)
+        described = env.describe(play(env, task, calls))
+        if described is None:
+            continue
+        kinds[described.family] += 1
+        assert play(env, described, calls).passed
+        assert play(env, described, env.oracle(described)).passed
+        assert 1 <= described.difficulty <= 5
+    assert 0 < sum(kinds.values()) < len(tasks)
+    assert len(kinds) >= 3, kinds
