@@ -1,0 +1,284 @@
+"""``code``: implement a Python function from a specification, judged by hidden tests.
+
+The agent writes ``solution.py`` with ``write_solution``, runs the visible examples with
+``run_tests`` (in the sandbox) and calls ``finish``. The verifier imports the file the agent
+wrote inside the sandbox, calls the function on hidden inputs drawn from the task's seed, and
+compares the results on the host with the reference implementation's; the final answer text is
+never trusted.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ratchet.env import FINISH, SimpleEnv
+from ratchet.envs.code.families import BY_NAME, FAMILIES, Args, Family, Params
+from ratchet.sandbox import Limits, Sandbox, SandboxResult
+from ratchet.task import Task, TaskSpec
+from ratchet.tool import ToolCall, ToolError
+from ratchet.trajectory import Trajectory
+from ratchet.verdict import Verdict
+
+SOLUTION = "solution.py"
+RUN_LIMITS = Limits(cpu_s=2, memory_mb=512, processes=8, timeout_s=5.0, output_bytes=65_536)
+_VISIBLE, _HIDDEN = 3, 12
+_MAX_SOLUTION_CHARS = 20_000
+_MARK = "@@ratchet-results@@"
+# Values are compared in a canonical, type-tagged form so that True != 1 and (1,) != [1].
+_CANON = """
+def _canon(value):
+    if isinstance(value, bool) or value is None:
+        return [type(value).__name__, value]
+    if isinstance(value, (int, float, str)):
+        return [type(value).__name__, value]
+    if isinstance(value, (list, tuple)):
+        return [type(value).__name__, [_canon(v) for v in value]]
+    if isinstance(value, dict):
+        items = [[_canon(k), _canon(v)] for k, v in value.items()]
+        return ["dict", sorted(items, key=repr)]
+    raise TypeError(f"unsupported return type {type(value).__name__}")
+"""
+_RUNNER = (
+    "import copy, json, sys\nsys.path.insert(0, '')\n"
+    + _CANON
+    + """
+CASES = json.loads(sys.stdin.read())
+results = []
+try:
+    import solution
+    fn = getattr(solution, FN)
+except BaseException as exc:
+    error = f"cannot load {FN} from solution.py: {type(exc).__name__}: {exc}"
+    results = [{"error": error}] * len(CASES)
+else:
+    for args in CASES:
+        try:
+            results.append({"value": _canon(fn(*copy.deepcopy(args)))})
+        except BaseException as exc:
+            results.append({"error": f"{type(exc).__name__}: {exc}"})
+sys.stdout.flush()
+print("\\n" + MARK + json.dumps(results))
+"""
+)
+_canon_namespace: dict[str, Any] = {}
+exec(_CANON, _canon_namespace)
+canon: Callable[[Any], Any] = _canon_namespace["_canon"]
+
+
+@dataclass(frozen=True)
+class CodeWorld:
+    """One episode: a sandbox whose workspace holds ``solution.py``.
+
+    Attributes:
+        sandbox: The sandbox the solution runs in.
+    """
+
+    sandbox: Sandbox
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The solution's results on a list of cases.
+
+    Attributes:
+        results: Per case, ``{"value": canonical}`` or ``{"error": message}``.
+        run: The sandbox run that produced them.
+    """
+
+    results: tuple[dict[str, Any], ...]
+    run: SandboxResult
+
+
+def family_cases(family: Family, seed: int, count: int) -> list[Args]:
+    """Draw ``count`` argument lists for ``family`` from ``seed``."""
+    rng = random.Random(seed)
+    return [family.inputs(rng) for _ in range(count)]
+
+
+def expected(family: Family, params: Params, cases: list[Args]) -> list[Any]:
+    """Run the reference implementation (trusted, on the host) and return canonical results."""
+    namespace: dict[str, Any] = {}
+    exec(family.reference("reference", params), namespace)
+    return [canon(namespace["reference"](*json.loads(json.dumps(args)))) for args in cases]
+
+
+def run_cases(sandbox: Sandbox, fn: str, cases: list[Args]) -> Outcome:
+    """Call ``fn`` from the workspace's ``solution.py`` on each case, in one sandboxed run."""
+    code = f"FN = {fn!r}\nMARK = {_MARK!r}\n{_RUNNER}"
+    run = sandbox.run_python(code, stdin=json.dumps(cases).encode(), limits=RUN_LIMITS)
+    head, _, tail = run.stdout.rpartition(_MARK)
+    try:
+        results = json.loads(tail.splitlines()[0]) if head or tail else None
+    except (json.JSONDecodeError, IndexError):
+        results = None
+    if not isinstance(results, list) or len(results) != len(cases):
+        reason = run.killed or "it produced no results"
+        results = [{"error": f"the test run failed ({reason})"}] * len(cases)
+    shown = head.removesuffix("\n") if _MARK in run.stdout else run.stdout
+    return Outcome(tuple(results), replace(run, stdout=shown))
+
+
+def _sample(rng: random.Random, difficulty: int) -> TaskSpec:
+    kinds = ("string", "list", "dict", "number", "algorithm")
+    pool = [f for f in FAMILIES if f.kind in kinds[: min(len(kinds), 1 + difficulty)]]
+    family = rng.choice(pool)
+    return _spec(family, rng.choice(family.names), rng.choice(family.grid), rng.randrange(10**9))
+
+
+def _spec(family: Family, fn: str, params: Params, test_seed: int) -> TaskSpec:
+    cases = family_cases(family, test_seed, _VISIBLE)
+    outputs = expected(family, params, cases)
+    examples = "\n".join(
+        f"    {_call_text(fn, args)} == {_value_text(out)}"
+        for args, out in zip(cases, outputs, strict=True)
+    )
+    instruction = (
+        f"Write a Python module {SOLUTION} defining `def {fn}{family.signature}` that "
+        f"{family.spec(params)}.\nExamples:\n{examples}\n"
+        "Use write_solution to save the module, run_tests to try the examples, then call finish."
+    )
+    params_out = {"family": family.name, "fn": fn, "params": params, "test_seed": test_seed}
+    return TaskSpec(instruction, params_out, family.kind)
+
+
+def _call_text(fn: str, args: Args) -> str:
+    return f"{fn}({', '.join(repr(a) for a in args)})"
+
+
+def _value_text(value: Any) -> str:
+    return repr(_plain(value))
+
+
+def _plain(tagged: Any) -> Any:
+    kind, value = tagged
+    if kind in ("list", "tuple"):
+        items = [_plain(v) for v in value]
+        return items if kind == "list" else tuple(items)
+    if kind == "dict":
+        return {_plain(k): _plain(v) for k, v in value}
+    return value
+
+
+def _build(task: Task) -> CodeWorld:
+    return CodeWorld(Sandbox(RUN_LIMITS))
+
+
+def _tools(world: CodeWorld, task: Task) -> list[Callable[..., str]]:
+    family, params = BY_NAME[task.params["family"]], task.params["params"]
+    fn = task.params["fn"]
+
+    def write_solution(code: str) -> str:
+        """Write (or overwrite) solution.py, the module holding your function.
+
+        Args:
+            code: The whole Python source of the module.
+        """
+        if len(code) > _MAX_SOLUTION_CHARS:
+            raise ToolError(f"the solution is longer than {_MAX_SOLUTION_CHARS} characters")
+        (world.sandbox.root / SOLUTION).write_text(code)
+        try:
+            ast.parse(code)
+        except SyntaxError as exc:
+            return f"saved {SOLUTION}, but it has a syntax error on line {exc.lineno}: {exc.msg}"
+        return f"saved {SOLUTION} ({len(code.splitlines())} lines)"
+
+    def read_solution() -> str:
+        """Return the current content of solution.py."""
+        path = world.sandbox.root / SOLUTION
+        if not path.is_file():
+            raise ToolError(f"{SOLUTION} does not exist yet; write it with write_solution")
+        return path.read_text(errors="replace")
+
+    def run_tests() -> str:
+        """Run the visible examples against solution.py in the sandbox and report each result."""
+        if not (world.sandbox.root / SOLUTION).is_file():
+            raise ToolError(f"{SOLUTION} does not exist yet; write it with write_solution")
+        cases = family_cases(family, task.params["test_seed"], _VISIBLE)
+        outcome = run_cases(world.sandbox, fn, cases)
+        wanted = expected(family, params, cases)
+        lines = []
+        for args, result, want in zip(cases, outcome.results, wanted, strict=True):
+            call = _call_text(fn, args)
+            if "error" in result:
+                lines.append(f"ERROR {call}: {result['error']}")
+            elif result["value"] == want:
+                lines.append(f"PASS  {call} == {_value_text(want)}")
+            else:
+                got = _value_text(result["value"])
+                lines.append(f"FAIL  {call}: expected {_value_text(want)}, got {got}")
+        passed = sum(line.startswith("PASS") for line in lines)
+        lines.append(f"{passed}/{len(cases)} examples passed")
+        extra = outcome.run.summary() if outcome.run.stdout or outcome.run.stderr else ""
+        return "\n".join(lines) + (f"\n[program output]\n{extra}" if extra else "")
+
+    return [write_solution, read_solution, run_tests]
+
+
+def _check(task: Task, world: CodeWorld, answer: str | None) -> Verdict:
+    if not (world.sandbox.root / SOLUTION).is_file():
+        return Verdict.of(False, f"no {SOLUTION} was written", hidden_passed=0.0)
+    family = BY_NAME[task.params["family"]]
+    cases = family_cases(family, task.params["test_seed"] + 1, _HIDDEN)
+    outcome = run_cases(world.sandbox, task.params["fn"], cases)
+    wanted = expected(family, task.params["params"], cases)
+    passed = sum(r.get("value") == w for r, w in zip(outcome.results, wanted, strict=True))
+    failures = [r["error"] for r in outcome.results if "error" in r]
+    feedback = f"{passed}/{len(cases)} hidden tests passed"
+    if failures:
+        feedback += f"; first error: {failures[0]}"
+    score = passed / len(cases)
+    return Verdict(score, passed == len(cases), feedback, {"hidden_passed": float(passed)})
+
+
+def _solve(task: Task) -> list[ToolCall]:
+    family = BY_NAME[task.params["family"]]
+    code = family.reference(task.params["fn"], task.params["params"])
+    return [ToolCall("write_solution", {"code": code}), ToolCall(FINISH, {"answer": "done"})]
+
+
+def _relabel(trajectory: Trajectory) -> TaskSpec | None:
+    """Find the family, function and parameters that the last written solution implements."""
+    code = None
+    for step in trajectory.steps:
+        call = step.call
+        if call and call.name == "write_solution" and step.observation.error is None:
+            code = call.arguments.get("code")
+    if not isinstance(code, str):
+        return None
+    try:
+        defined = {n.name for n in ast.walk(ast.parse(code)) if isinstance(n, ast.FunctionDef)}
+    except SyntaxError:
+        return None
+    candidates = [(f, fn) for f in FAMILIES for fn in f.names if fn in defined]
+    with Sandbox(RUN_LIMITS) as sandbox:
+        (sandbox.root / SOLUTION).write_text(code)
+        for family, fn in candidates:
+            cases = family_cases(family, trajectory.task.seed, _HIDDEN)
+            got = [r.get("value") for r in run_cases(sandbox, fn, cases).results]
+            for params in family.grid:
+                if got == expected(family, params, cases):
+                    return _spec(family, fn, params, trajectory.task.seed % 10**9)
+    return None
+
+
+def _teardown(world: CodeWorld) -> None:
+    world.sandbox.close()
+
+
+env: SimpleEnv[tuple[CodeWorld, Task]] = SimpleEnv(
+    name="code",
+    description="Implement a Python function from a specification; hidden tests in a sandbox.",
+    sample=_sample,
+    build=lambda task: (_build(task), task),
+    tools=lambda state: _tools(*state),
+    check=lambda task, state, answer: _check(task, state[0], answer),
+    solve=_solve,
+    max_difficulty=5,
+    teardown=lambda state: _teardown(state[0]),
+    relabel=_relabel,
+)
