@@ -1,0 +1,52 @@
+"""``shop``: a retail customer-service world backed by SQLite, with a written policy.
+
+Each task is a customer's request against one of 64 seeded stores (customers, addresses,
+products with variants and stock, orders, cards and gift cards). The agent confirms the
+customer's identity, then reads and changes the store with 14 tools. The verifier replays the
+gold calls on a fresh copy and compares the two databases by a canonical hash, checks that the
+final answer states every fact asked for, and fails any episode that attempted a policy
+violation. See ``docs/envs/shop.md``.
+"""
+
+from __future__ import annotations
+
+from ratchet.env import SimpleEnv
+from ratchet.envs.shop.relabel import relabel
+from ratchet.envs.shop.tasks import sample
+from ratchet.envs.shop.tools import POLICY, World, make_tools
+from ratchet.envs.shop.verify import gold_calls, judge, oracle_answer
+from ratchet.task import Task
+from ratchet.tool import ToolCall
+from ratchet.verdict import Verdict
+
+
+def _build(task: Task) -> World:
+    if not isinstance(task.params.get("db_seed"), int):
+        raise ValueError(f"shop task {task.id} has no integer 'db_seed' param")
+    return World.open(task.params["db_seed"])
+
+
+def _check(task: Task, world: World, answer: str | None) -> Verdict:
+    return judge(task.params, world, answer)
+
+
+def _solve(task: Task) -> list[ToolCall]:
+    finish = ToolCall("finish", {"answer": oracle_answer(task.params)})
+    return [*gold_calls(task.params), finish]
+
+
+env: SimpleEnv[World] = SimpleEnv(
+    name="shop",
+    description="Customer service in a SQLite shop: identity, orders, returns, refunds, policy.",
+    sample=sample,
+    build=_build,
+    tools=make_tools,
+    check=_check,
+    solve=_solve,
+    policy=POLICY,
+    max_difficulty=5,
+    teardown=World.close,
+    relabel=relabel,
+)
+
+__all__ = ["POLICY", "World", "env"]
