@@ -191,6 +191,13 @@ def test_malformed_params_are_a_clear_error():
     bad = Task("grid-x", "grid", "Go.", "test", params={"rooms": [["red", 0, 0]]})
     with pytest.raises(ValueError, match="grid params are malformed"):
         env.session(bad)
+    twice = {
+        **WORLD,
+        "items": [["cup", "red"], ["cup", "blue"]],
+        "goal": {"kind": "go", "room": "blue"},
+    }
+    with pytest.raises(ValueError, match="names must be unique"):
+        env.session(Task("grid-y", "grid", "Go.", "test", params=twice))
 
 
 def test_check_env_passes():

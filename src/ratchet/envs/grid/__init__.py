@@ -73,9 +73,9 @@ def _replay(world: World, calls: list[ToolCall]) -> int:
     by_name = {tool.name: tool for tool in tools_from(*tools(world))}
     succeeded = 0
     for call in calls:
-        tool = by_name.get(call.name)
         if call.name == FINISH:
             break
+        tool = by_name.get(call.name)
         if tool is None:
             continue
         try:

@@ -139,6 +139,9 @@ def parse(params: Mapping[str, Any]) -> tuple[Layout, State]:
         start = index[params["start"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"grid params are malformed: {type(exc).__name__}: {exc}") from None
+    names = [item for item, _ in placed]
+    if len(rooms) != len(params["rooms"]) or len(set(names)) != len(names):
+        raise ValueError("grid params are malformed: room and item names must be unique")
     exits: list[list[Exit]] = [[] for _ in rooms]
     for door, (a, b) in enumerate(doors):
         (ax, ay), (bx, by) = cells[rooms[a]], cells[rooms[b]]
@@ -149,7 +152,6 @@ def parse(params: Mapping[str, Any]) -> tuple[Layout, State]:
         back = next(d for d, v in DIRECTIONS.items() if v == (-step[0], -step[1]))
         exits[a].append(Exit(direction, b, door))
         exits[b].append(Exit(back, a, door))
-    names = [item for item, _ in placed]
     craftable = [
         p for p in RECIPES if all(i in names for i in ingredients(p)[1:] if i not in RECIPES)
     ]
