@@ -11,10 +11,11 @@ violation. See ``docs/envs/shop.md``.
 from __future__ import annotations
 
 from ratchet.env import SimpleEnv
+from ratchet.envs.shop.oracle import oracle_calls
 from ratchet.envs.shop.relabel import relabel
 from ratchet.envs.shop.tasks import sample
 from ratchet.envs.shop.tools import POLICY, World, make_tools
-from ratchet.envs.shop.verify import gold_calls, judge, oracle_answer
+from ratchet.envs.shop.verify import judge
 from ratchet.task import Task
 from ratchet.tool import ToolCall
 from ratchet.verdict import Verdict
@@ -31,8 +32,7 @@ def _check(task: Task, world: World, answer: str | None) -> Verdict:
 
 
 def _solve(task: Task) -> list[ToolCall]:
-    finish = ToolCall("finish", {"answer": oracle_answer(task.params)})
-    return [*gold_calls(task.params), finish]
+    return oracle_calls(task.params)
 
 
 env: SimpleEnv[World] = SimpleEnv(

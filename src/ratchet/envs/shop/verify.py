@@ -204,17 +204,3 @@ def judge(params: dict[str, Any], world: World, answer: str | None) -> Verdict:
     if problems:
         return Verdict.of(False, "\n".join(problems), **metrics)
     return Verdict.of(True, "the database matches the expected outcome", **metrics)
-
-
-def oracle_answer(params: dict[str, Any]) -> str:
-    """Word the final answer the oracle gives: each requested fact, or a confirmation."""
-    facts = expected(params).facts
-    if not facts:
-        return f"Done: made the {len(params['writes'])} requested change(s)."
-    said = [
-        f"Your pending orders are {f.value}"
-        if f.kind == "pending_orders"
-        else f"{f.what.capitalize()} is {f.value}"
-        for f in facts
-    ]
-    return "; ".join(said) + "."

@@ -1,0 +1,448 @@
+import functools
+import random
+
+import pytest
+
+from ratchet.check import check_env
+from ratchet.envs.shop import env
+from ratchet.envs.shop.db import DB_SEEDS, Customer, Order, fresh_copy, store
+from ratchet.envs.shop.state import delta, fingerprint
+from ratchet.envs.shop.tools import World, make_tools
+from ratchet.task import Task
+from ratchet.tool import ToolCall
+from ratchet.trajectory import Trajectory, play
+
+SEED = 0
+
+
+def finish(answer: str = "done") -> ToolCall:
+    return ToolCall("finish", {"answer": answer})
+
+
+def lookup(customer: Customer) -> ToolCall:
+    return ToolCall("find_customer_by_email", {"email": customer.email})
+
+
+def order_with(status: str, *, late: bool = False) -> tuple[Customer, Order]:
+    shop = store(SEED)
+    order = next(
+        o
+        for o in shop.orders.values()
+        if o.status == status and (o.delivered_late or not late) and len(o.items) >= 1
+    )
+    return shop.customers[order.customer_id], order
+
+
+def task_for(writes: list[dict], facts: list[dict] | None = None, customer: str = "") -> Task:
+    """A hand-made task on store SEED, for exercising the verifier directly."""
+    shop = store(SEED)
+    order_id = next((w["arguments"].get("order_id") for w in writes), None)
+    owner = customer or shop.orders[order_id].customer_id
+    params = {
+        "db_seed": SEED,
+        "customer_id": owner,
+        "identify": "email",
+        "writes": writes,
+        "facts": facts or [],
+    }
+    return Task("shop-test", "shop", "hand-made", "test", params=params)
+
+
+def cancel(order: Order, reason: str = "no longer needed") -> ToolCall:
+    return ToolCall("cancel_order", {"order_id": order.id, "reason": reason})
+
+
+# --- the env as a whole ---------------------------------------------------------------------
+
+
+def test_check_env_passes():
+    report = check_env(env, n=60)
+    assert report.passed, [r for r in report.results if not r.passed]
+
+
+def test_thousands_of_distinct_tasks_per_split():
+    tasks = env.tasks("train", 2000)
+    assert len({t.instruction for t in tasks}) == 2000
+
+
+def test_difficulty_counts_sub_requests():
+    for level in range(1, 6):
+        for task in env.tasks("train", 30, difficulty=level):
+            questions = 1 if task.params["facts"] else 0
+            assert len(task.params["writes"]) + questions == level
+
+
+def test_every_family_is_drawn():
+    families = {t.family for t in env.tasks("train", 400)}
+    expected = {"cancel", "address", "modify_items", "return", "exchange", "refund", "info"}
+    assert expected | {"mixed"} == families
+
+
+def test_store_generation_is_deterministic():
+    rebuilt = store.__wrapped__(5)
+    assert rebuilt.customers == store(5).customers
+    assert rebuilt.orders == store(5).orders
+    with pytest.raises(ValueError, match="db_seed must be in"):
+        store(DB_SEEDS)
+
+
+def test_reset_shows_the_policy_and_fourteen_tools():
+    session = env.session(env.tasks("test", 1)[0])
+    first = session.reset()
+    session.close()
+    assert "Policy:" in first.text and "Only pending orders" in first.text
+    assert len(first.tools) == 15  # 14 shop tools and finish
+
+
+# --- policy ---------------------------------------------------------------------------------
+
+
+def test_changes_before_identity_are_refused_and_fail_the_task():
+    customer, order = order_with("pending")
+    task = task_for(
+        [
+            {
+                "name": "cancel_order",
+                "arguments": {"order_id": order.id, "reason": "no longer needed"},
+            }
+        ]
+    )
+    trajectory = play(env, task, [cancel(order), lookup(customer), cancel(order), finish()])
+    refused = trajectory.steps[0].observation
+    assert refused.error and refused.error.startswith("Policy violation:")
+    assert trajectory.steps[2].observation.error is None  # the later cancel went through
+    assert not trajectory.passed
+    assert "policy violated" in trajectory.verdict.feedback
+    assert trajectory.verdict.metrics["violations"] == 1
+
+
+def test_reads_before_identity_are_refused_without_a_violation():
+    customer, order = order_with("pending")
+    task = task_for(
+        [
+            {
+                "name": "cancel_order",
+                "arguments": {"order_id": order.id, "reason": "no longer needed"},
+            }
+        ]
+    )
+    calls = [ToolCall("get_order", {"order_id": order.id}), lookup(customer), cancel(order)]
+    trajectory = play(env, task, [*calls, finish()])
+    assert "not confirmed" in (trajectory.steps[0].observation.error or "")
+    assert trajectory.passed
+
+
+@pytest.mark.parametrize("status", ["delivered", "processed", "cancelled"])
+def test_only_pending_orders_can_be_cancelled(status):
+    customer, order = order_with(status)
+    world = World.open(SEED)
+    tools = {fn.__name__: fn for fn in make_tools(world)}
+    tools["find_customer_by_email"](customer.email)
+    with pytest.raises(Exception, match="Policy violation: cancel .* which is " + status):
+        tools["cancel_order"](order.id, "no longer needed")
+    assert world.one("SELECT status FROM orders WHERE id = ?", order.id)["status"] == status
+    assert delta(world.conn, SEED) == {}
+
+
+def test_returns_only_for_delivered_orders():
+    customer, order = order_with("pending")
+    session = env.session(task_for([], customer=customer.id))
+    session.reset()
+    session.step(lookup(customer))
+    call = ToolCall(
+        "return_items",
+        {
+            "order_id": order.id,
+            "item_ids": [order.items[0].id],
+            "refund_payment_method_id": order.payment_id,
+        },
+    )
+    observation = session.step(call)
+    assert observation.error and "Policy violation: return items of" in observation.error
+    assert not session.verify().passed
+
+
+def test_refunds_only_to_original_method_or_gift_card():
+    shop = store(SEED)
+    order = next(
+        o
+        for o in shop.orders.values()
+        if o.status == "delivered"
+        and any(
+            p.startswith("card_") and p != o.payment_id
+            for p in shop.customers[o.customer_id].payment_ids
+        )
+    )
+    customer = shop.customers[order.customer_id]
+    other_card = next(
+        p for p in customer.payment_ids if p.startswith("card_") and p != order.payment_id
+    )
+    world = World.open(SEED)
+    tools = {fn.__name__: fn for fn in make_tools(world)}
+    tools["find_customer_by_email"](customer.email)
+    with pytest.raises(Exception, match="neither the original payment method"):
+        tools["return_items"](order.id, [order.items[0].id], other_card)
+    assert world.violations
+
+
+def test_exchange_must_keep_the_product():
+    shop = store(SEED)
+    order = next(o for o in shop.orders.values() if o.status == "delivered")
+    item = order.items[0]
+    foreign = next(
+        v
+        for v in shop.variants.values()
+        if v.product_id != shop.variants[item.variant_id].product_id
+    )
+    world = World.open(SEED)
+    tools = {fn.__name__: fn for fn in make_tools(world)}
+    tools["find_customer_by_email"](shop.customers[order.customer_id].email)
+    with pytest.raises(Exception, match="a different product"):
+        tools["exchange_items"](order.id, [item.id], [foreign.id], order.payment_id)
+
+
+def test_late_shipping_is_refunded_once():
+    customer, order = order_with("delivered", late=True)
+    world = World.open(SEED)
+    tools = {fn.__name__: fn for fn in make_tools(world)}
+    tools["find_customer_by_email"](customer.email)
+    tools["refund_shipping"](order.id, order.payment_id)
+    with pytest.raises(Exception, match="a second time"):
+        tools["refund_shipping"](order.id, order.payment_id)
+
+
+# --- verification ---------------------------------------------------------------------------
+
+
+def test_verifier_reports_the_differing_rows():
+    customer, order = order_with("pending")
+    wanted = {"order_id": order.id, "reason": "ordered by mistake"}
+    task = task_for([{"name": "cancel_order", "arguments": wanted}])
+    wrong = play(env, task, [lookup(customer), cancel(order, "no longer needed"), finish()])
+    assert not wrong.passed
+    assert (
+        f"orders {order.id}: cancel_reason is 'no longer needed', expected 'ordered by mistake'"
+        in wrong.verdict.feedback
+    )
+    nothing = play(env, task, [finish()])
+    assert (
+        f"orders {order.id}: status is 'pending', expected 'cancelled'" in nothing.verdict.feedback
+    )
+    assert "transactions: missing row" in nothing.verdict.feedback
+
+
+def test_state_hash_ignores_the_order_of_independent_writes():
+    shop = store(SEED)
+    customer = next(
+        c
+        for c in shop.customers.values()
+        if sum(shop.orders[o].status == "delivered" for o in c.order_ids) >= 2
+    )
+    first, second = [
+        shop.orders[o] for o in customer.order_ids if shop.orders[o].status == "delivered"
+    ][:2]
+
+    def run(orders: list[Order]) -> str:
+        world = World.open(SEED)
+        tools = {fn.__name__: fn for fn in make_tools(world)}
+        tools["find_customer_by_email"](customer.email)
+        for order in orders:
+            tools["return_items"](order.id, [order.items[0].id], order.payment_id)
+        return fingerprint(delta(world.conn, SEED))
+
+    assert run([first, second]) == run([second, first]) != run([first])
+
+
+def test_a_change_undone_leaves_no_delta():
+    customer = next(iter(store(SEED).customers.values()))
+    world = World.open(SEED)
+    tools = {fn.__name__: fn for fn in make_tools(world)}
+    tools["find_customer_by_email"](customer.email)
+    home = customer.address
+    tools["modify_customer_address"](customer.id, "1 Test Rd", "Austin", "TX", "78701")
+    assert delta(world.conn, SEED)
+    tools["modify_customer_address"](customer.id, home.street, home.city, home.state, home.zip)
+    assert delta(world.conn, SEED) == {}
+
+
+@functools.cache
+def info_task() -> Task:
+    return next(
+        t
+        for t in env.tasks("test", 200)
+        if t.family == "info" and t.params["facts"][0]["kind"] == "status"
+    )
+
+
+def test_facts_must_appear_in_the_answer():
+    task = info_task()
+    oracle = env.oracle(task)
+    assert play(env, task, oracle).passed
+    lookup_call = oracle[0]
+    vague = play(env, task, [lookup_call, finish("I looked it up for you.")])
+    assert not vague.passed and "does not state" in vague.verdict.feedback
+    assert play(env, task, [lookup_call]).verdict.passed is False  # never finished
+
+
+def test_an_answer_listing_every_status_states_none():
+    task = info_task()
+    answer = env.oracle(task)[-1].arguments["answer"]
+    hedged = answer + " Or it may be pending, processed, delivered or cancelled."
+    trajectory = play(env, task, [env.oracle(task)[0], finish(hedged)])
+    assert not trajectory.passed
+
+
+def test_facts_are_found_in_free_wording():
+    task = info_task()
+    world = World.open(task.params["db_seed"])
+    order_id = task.params["facts"][0]["order_id"]
+    tools = {fn.__name__: fn for fn in make_tools(world)}
+    tools["find_customer_by_email"](
+        store(task.params["db_seed"]).customers[task.params["customer_id"]].email
+    )
+    shown = tools["get_order"](order_id)
+    world.close()
+    answer = f"It's {shown['status'].upper()} and cost {shown['total']} in all ({order_id})."
+    assert play(env, task, [env.oracle(task)[0], finish(answer)]).passed
+
+
+# --- sessions -------------------------------------------------------------------------------
+
+
+def test_sessions_of_the_same_task_do_not_share_state():
+    customer, order = order_with("pending")
+    task = task_for(
+        [
+            {
+                "name": "cancel_order",
+                "arguments": {"order_id": order.id, "reason": "no longer needed"},
+            }
+        ]
+    )
+    one, two = env.session(task), env.session(task)
+    for session in (one, two):
+        session.reset()
+        session.step(lookup(customer))
+    one.step(cancel(order))
+    shown = two.step(ToolCall("get_order", {"order_id": order.id}))
+    assert '"status": "pending"' in shown.text
+    assert one.verify().passed and not two.verify().passed
+    one.close()
+    two.close()
+    third = World.open(SEED)
+    assert third.one("SELECT status FROM orders WHERE id = ?", order.id)["status"] == "pending"
+
+
+def test_fresh_copy_is_private():
+    copy = fresh_copy(SEED)
+    copy.execute("UPDATE variants SET stock = 999")
+    assert store(SEED).conn.execute("SELECT MAX(stock) FROM variants").fetchone()[0] < 999
+
+
+# --- hindsight relabelling ------------------------------------------------------------------
+
+
+def test_describe_names_what_oracle_trajectories_did():
+    described = 0
+    for task in env.tasks("train", 40):
+        trajectory = play(env, task, env.oracle(task))
+        relabelled = env.describe(trajectory)
+        if not task.params["writes"]:
+            assert relabelled is None
+            continue
+        assert relabelled is not None, task.instruction
+        described += 1
+        calls = [s.call for s in trajectory.steps if s.call]
+        assert play(env, relabelled, calls).passed
+        assert not play(env, relabelled, [finish()]).passed
+    assert described >= 30
+
+
+def test_describe_rejects_trajectories_with_violations():
+    customer, order = order_with("pending")
+    task = task_for([], customer=customer.id)
+    trajectory = play(env, task, [cancel(order), lookup(customer), cancel(order), finish()])
+    assert env.describe(trajectory) is None
+
+
+def random_calls(rng: random.Random, task: Task) -> list[ToolCall]:
+    """Random tool calls with plausible arguments drawn from the task's store."""
+    shop = store(task.params["db_seed"])
+    customer = shop.customers[task.params["customer_id"]]
+    if rng.random() < 0.2:  # sometimes act for someone else
+        customer = shop.customers[rng.choice(sorted(shop.customers))]
+    calls = [lookup(customer)] if rng.random() < 0.85 else []
+    for _ in range(rng.randint(1, 4)):
+        order = shop.orders[rng.choice(customer.order_ids)]
+        item = rng.choice(order.items)
+        same_product = [
+            v.id
+            for v in shop.variants.values()
+            if v.product_id == shop.variants[item.variant_id].product_id
+        ]
+        payment = rng.choice(customer.payment_ids)
+        address = {
+            "street": f"{rng.randint(1, 99)} Elm St",
+            "city": "Boise",
+            "state": "ID",
+            "zip_code": "83702",
+        }
+        calls.append(
+            rng.choice(
+                [
+                    cancel(order, rng.choice(["no longer needed", "ordered by mistake"])),
+                    ToolCall("modify_order_address", {"order_id": order.id, **address}),
+                    ToolCall("modify_customer_address", {"customer_id": customer.id, **address}),
+                    ToolCall(
+                        "modify_order_items",
+                        {
+                            "order_id": order.id,
+                            "item_ids": [item.id],
+                            "new_variant_ids": [rng.choice(same_product)],
+                            "payment_method_id": payment,
+                        },
+                    ),
+                    ToolCall(
+                        "exchange_items",
+                        {
+                            "order_id": order.id,
+                            "item_ids": [item.id],
+                            "new_variant_ids": [rng.choice(same_product)],
+                            "payment_method_id": payment,
+                        },
+                    ),
+                    ToolCall(
+                        "return_items",
+                        {
+                            "order_id": order.id,
+                            "item_ids": [item.id],
+                            "refund_payment_method_id": payment,
+                        },
+                    ),
+                    ToolCall(
+                        "refund_shipping",
+                        {"order_id": order.id, "refund_payment_method_id": payment},
+                    ),
+                    ToolCall("get_order", {"order_id": order.id}),
+                ]
+            )
+        )
+    return [*calls, finish()]
+
+
+def test_describe_yields_passing_tasks_for_random_explorations():
+    rng = random.Random(7)
+    tasks = env.tasks("train", 80)
+    yielded = 0
+    for task in tasks:
+        calls = random_calls(rng, task)
+        trajectory: Trajectory = play(env, task, calls)
+        relabelled = env.describe(trajectory)
+        if relabelled is None:
+            continue
+        yielded += 1
+        assert relabelled.split == "train" and 1 <= relabelled.difficulty <= 5
+        assert play(env, relabelled, calls).passed
+        assert not play(env, relabelled, [finish()]).passed
+        assert play(env, relabelled, env.oracle(relabelled)).passed
+    assert yielded >= 5
