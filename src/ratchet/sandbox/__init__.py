@@ -248,7 +248,7 @@ def require_landlock() -> None:
 
 def _scrubbed_env(root: Path) -> dict[str, str]:
     return {
-        "PATH": _SAFE_PATH,
+        "PATH": f"{os.path.dirname(python_executable())}:{_SAFE_PATH}",
         "HOME": str(root),
         "TMPDIR": str(root),
         "LANG": "C.UTF-8",

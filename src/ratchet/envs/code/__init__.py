@@ -211,6 +211,8 @@ def _tools(world: CodeWorld, task: Task) -> list[Callable[..., str]]:
             else:
                 got = _value_text(result["value"])
                 lines.append(f"FAIL  {call}: expected {_value_text(want)}, got {got}")
+        if outcome.run.killed:
+            raise ToolError(f"the test run was killed ({outcome.run.killed}):\n" + "\n".join(lines))
         passed = sum(line.startswith("PASS") for line in lines)
         lines.append(f"{passed}/{len(cases)} examples passed")
         extra = outcome.run.summary() if outcome.run.stdout or outcome.run.stderr else ""

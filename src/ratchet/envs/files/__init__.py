@@ -198,8 +198,8 @@ def _tools(world: FilesWorld) -> list[Callable[..., str]]:
             command: The command line, e.g. "grep -c ERROR logs/*.log".
         """
         result = world.sandbox.run_shell(command)
-        if result.killed:
-            raise ToolError(f"command killed ({result.killed}):\n{result.summary()}")
+        if not result.ok:
+            raise ToolError(f"command failed:\n{result.summary()}")
         return result.summary()
 
     return [list_files, read_file, write_file, move_file, delete_file, search, run]
@@ -305,7 +305,7 @@ def _describe_changes(
             text = after[path].decode()
         except UnicodeDecodeError:
             continue
-        if 0 < len(text) <= 300 and text.strip():
+        if 0 < len(text) <= 1500 and text.strip():
             writes.append(path)
             expect[path] = {"text": text}
     parts = [f"move {src} to {dest}" for src, dest in moves]

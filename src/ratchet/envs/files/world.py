@@ -53,12 +53,14 @@ def generate(seed: int, size: int) -> Workspace:
     error_codes: dict[str, str] = {}
     services = rng.sample(SERVICES, 2 + size)
     codes = iter(rng.sample(range(1000, 10000), 64))
+    month, first_day = rng.randint(1, 12), rng.randint(1, 20)
     for index, service in enumerate(services):
-        path = f"logs/{service}-2024-03-{10 + index:02d}.log"
+        date = f"2024-{month:02d}-{first_day + index:02d}"
+        path = f"logs/{service}-{date}.log"
         lines = []
         for line_no in range(6 + 3 * size):
             level = rng.choice(LEVELS)
-            stamp = f"2024-03-{10 + index:02d} {rng.randint(0, 23):02d}:{line_no:02d}:00"
+            stamp = f"{date} {rng.randint(0, 23):02d}:{line_no:02d}:00"
             message = rng.choice(MESSAGES)
             if level == "ERROR":
                 code = f"E{next(codes)}"

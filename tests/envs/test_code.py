@@ -1,0 +1,151 @@
+import functools
+
+import pytest
+
+from ratchet.check import check_env
+from ratchet.envs.code import env
+from ratchet.envs.code.families import BY_NAME, FAMILIES
+from ratchet.sandbox import landlock_abi
+from ratchet.tool import ToolCall
+from ratchet.trajectory import play
+
+pytestmark = pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")
+
+
+def _write(code):
+    return ToolCall("write_solution", {"code": code})
+
+
+FINISH = ToolCall("finish", {"answer": "done"})
+
+
+@functools.cache
+def _tasks():
+    return env.tasks("test", 300)
+
+
+def _task(family="rotate"):
+    return next(t for t in _tasks() if t.params["family"] == family)
+
+
+def test_thousands_of_distinct_tasks_and_every_kind():
+    tasks = env.tasks("train", 2000)
+    assert len({t.instruction for t in tasks}) == 2000
+    assert {t.family for t in tasks} == {f.kind for f in FAMILIES}
+
+
+def test_every_family_reference_passes_its_hidden_tests():
+    for family in FAMILIES:
+        task = _task(family.name)
+        assert play(env, task, env.oracle(task)).passed, family.name
+
+
+def test_a_wrong_solution_scores_partially_and_fails():
+    task = _task("rotate")
+    fn = task.params["fn"]
+    trajectory = play(env, task, [_write(f"def {fn}(items):\n    return items\n"), FINISH])
+    assert not trajectory.passed
+    assert trajectory.score < 1.0
+    assert "hidden tests passed" in trajectory.verdict.feedback
+
+
+def test_run_tests_reports_each_example_deterministically():
+    task = _task("caesar")
+    fn = task.params["fn"]
+    session = env.session(task)
+    try:
+        session.reset()
+        assert session.step(ToolCall("run_tests", {})).error
+        session.step(_write(f"def {fn}(text):\n    print('debug')\n    return text\n"))
+        text = session.step(ToolCall("run_tests", {})).text
+    finally:
+        session.close()
+    assert text.count("FAIL") + text.count("PASS") == 3
+    assert "[program output]" in text and "debug" in text
+    assert "/tmp" not in text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param("while True: pass", marks=pytest.mark.slow),
+        "import os\nwhile True: os.fork()",
+        "return open('/etc/passwd').read()",
+        "import socket\nreturn socket.create_connection(('1.1.1.1', 80))",
+        "return bytearray(4 * 1024 ** 3)",
+    ],
+)
+def test_escape_attempts_fail_the_task_and_leave_the_session_going(body):
+    task = _task("long_words")
+    fn = task.params["fn"]
+    code = f"def {fn}(text):\n" + "\n".join("    " + line for line in body.splitlines())
+    session = env.session(task)
+    try:
+        session.reset()
+        session.step(_write(code))
+        observation = session.step(ToolCall("run_tests", {}))
+        assert observation.error or "ERROR" in observation.text
+        assert session.step(ToolCall("read_solution", {})).text == code
+        assert not session.verify().passed
+    finally:
+        session.close()
+
+
+def test_forged_result_lines_and_the_reference_module_do_not_help():
+    task = _task("digit_sum")
+    fn = task.params["fn"]
+    forged = (
+        "print('@@ratchet-results@@' + '[]')\n"
+        "from ratchet.envs.code import families\n"
+        f"def {fn}(n):\n    return 0\n"
+    )
+    assert play(env, task, [_write(forged), FINISH]).score == 0.0
+
+
+def test_syntax_errors_are_reported_when_writing():
+    task = _task()
+    session = env.session(task)
+    try:
+        session.reset()
+        assert "syntax error" in session.step(_write("def broken(:\n")).text
+        assert not session.verify().passed
+    finally:
+        session.close()
+
+
+def test_describe_names_the_family_of_the_written_function():
+    task = _task("chunk")
+    described = env.describe(play(env, task, env.oracle(task)))
+    assert described is not None
+    assert described.params["family"] == "chunk"
+    assert described.params["params"] == task.params["params"]
+
+
+def test_describe_relabels_an_exploration_that_solved_another_task():
+    task = _task("rotate")
+    other = BY_NAME["top_k"]
+    code = other.reference("top_k", {"k": 2})
+    trajectory = play(env, task, [_write(code), FINISH])
+    assert not trajectory.passed
+    described = env.describe(trajectory)
+    assert described is not None
+    assert described.params["family"] == "top_k" and described.params["params"] == {"k": 2}
+    assert play(env, described, [_write(code), FINISH]).passed
+
+
+def test_describe_names_nothing_without_a_working_function():
+    task = _task()
+    assert env.describe(play(env, task, [FINISH])) is None
+    trajectory = play(env, task, [_write("def unrelated():\n    return 1\n"), FINISH])
+    assert env.describe(trajectory) is None
+
+
+def test_conformance_on_a_few_tasks():
+    report = check_env(env, n=10)
+    assert report.passed, report.results
+
+
+@pytest.mark.slow
+def test_conformance_on_200_tasks():
+    report = check_env(env, n=200)
+    assert report.passed, report.results

@@ -1,0 +1,152 @@
+import random
+
+import pytest
+
+from ratchet.check import FORGED_CLAIM, check_env
+from ratchet.envs.files import env
+from ratchet.envs.files.tasks import FAMILIES
+from ratchet.envs.files.world import generate
+from ratchet.sandbox import landlock_abi
+from ratchet.tool import ToolCall
+from ratchet.trajectory import play
+
+pytestmark = pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")
+
+
+def _task(family, index=0):
+    return [t for t in env.tasks("test", 60) if t.family == family][index]
+
+
+def test_workspace_is_deterministic_from_the_seed():
+    assert generate(7, 3) == generate(7, 3)
+    assert generate(7, 3) != generate(8, 3)
+    assert len(generate(1, 5).files) > len(generate(1, 1).files)
+
+
+def test_thousands_of_distinct_tasks_and_every_family():
+    tasks = env.tasks("train", 2000)
+    assert len({(t.instruction, str(t.params)) for t in tasks}) == 2000
+    assert len({t.instruction for t in tasks}) > 800
+    assert {t.family for t in tasks} == set(FAMILIES)
+
+
+def test_paths_are_confined_to_the_workspace():
+    session = env.session(env.tasks("test", 1)[0])
+    try:
+        session.reset()
+        for path in ("/etc/passwd", "../secret", "logs/../../x", "~/x"):
+            assert session.step(ToolCall("read_file", {"path": path})).error
+        assert session.step(ToolCall("run", {"command": "ln -s /etc/passwd link"})).error is None
+        assert "outside the workspace" in session.step(ToolCall("read_file", {"path": "link"})).text
+        assert session.step(ToolCall("write_file", {"path": "/tmp/x", "content": "x"})).error
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["cat /etc/passwd", "while :; do :; done", "python3 -c 'import socket; socket.socket()'",
+     "yes", "python3 -c 'open(\"/etc/passwd\")'"],
+)  # fmt: skip
+def test_escape_attempts_through_run_are_error_observations(command):
+    session = env.session(env.tasks("test", 1)[0])
+    try:
+        session.reset()
+        assert session.step(ToolCall("run", {"command": command})).error
+        listing = session.step(ToolCall("list_files", {"path": "."}))
+        assert listing.error is None and "logs/" in listing.text
+    finally:
+        session.close()
+
+
+def test_a_fork_bomb_through_run_leaves_the_session_going():
+    session = env.session(env.tasks("test", 1)[0])
+    try:
+        session.reset()
+        session.step(ToolCall("run", {"command": "bomb() { bomb | bomb & }; bomb; sleep 1"}))
+        assert session.step(ToolCall("run", {"command": "echo alive"})).text == "alive"
+    finally:
+        session.close()
+
+
+def test_tools_work_on_the_workspace():
+    task = env.tasks("test", 1)[0]
+    session = env.session(task)
+    try:
+        session.reset()
+        log = sorted(generate(**task.params["world"]).paths("logs/"))[0]
+        assert session.step(ToolCall("search", {"pattern": "ERROR|INFO", "path": "logs"})).text
+        assert session.step(ToolCall("move_file", {"source": log, "destination": "old/"})).text == (
+            f"moved {log} to old/{log.split('/')[-1]}"
+        )
+        assert session.step(ToolCall("run", {"command": "ls old"})).text == log.split("/")[-1]
+        assert session.step(ToolCall("delete_file", {"path": "old"})).error
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_oracle_passes_and_damage_fails(family):
+    task = _task(family)
+    calls = env.oracle(task)
+    assert play(env, task, calls).passed
+    spare = next(p for p in generate(**task.params["world"]).files if p.startswith("config/"))
+    if spare not in task.params["expect"]:
+        damaged = [ToolCall("delete_file", {"path": spare}), *calls]
+        assert not play(env, task, damaged).passed
+
+
+@pytest.mark.parametrize("family", ["find", "count", "extract"])
+def test_questions_need_the_file_and_the_answer(family):
+    task = _task(family)
+    writes = env.oracle(task)[:-1]
+    assert not play(env, task, [*writes, ToolCall("finish", {"answer": FORGED_CLAIM})]).passed
+    answer = env.oracle(task)[-1]
+    assert not play(env, task, [answer]).passed
+
+
+def test_describe_relabels_oracle_trajectories():
+    for family in ("transform", "reorganise"):
+        task = _task(family)
+        described = env.describe(play(env, task, env.oracle(task)))
+        assert described is not None and described.split == "train"
+        assert play(env, described, env.oracle(task)).passed
+
+
+def test_describe_relabels_random_explorations():
+    rng = random.Random(3)
+    named = 0
+    for task in env.tasks("train", 8):
+        paths = sorted(generate(**task.params["world"]).files)
+        calls = []
+        for _ in range(3):
+            path = rng.choice(paths)
+            calls.append(rng.choice([
+                ToolCall("move_file", {"source": path, "destination": f"moved/{path}"}),
+                ToolCall("delete_file", {"path": path}),
+                ToolCall("write_file", {"path": f"out/{rng.randint(1, 9)}.txt", "content": "hi"}),
+                ToolCall("read_file", {"path": path}),
+            ]))  # fmt: skip
+        trajectory = play(env, task, [*calls, ToolCall("finish", {"answer": "done"})])
+        described = env.describe(trajectory)
+        if described is not None:
+            named += 1
+            assert play(env, described, [s.call for s in trajectory.steps]).passed
+    assert named >= 6
+
+
+def test_describe_names_nothing_for_a_read_only_trajectory():
+    task = env.tasks("train", 1)[0]
+    trajectory = play(env, task, [ToolCall("list_files", {}), ToolCall("finish", {"answer": ""})])
+    assert env.describe(trajectory) is None
+
+
+def test_conformance_on_a_few_tasks():
+    report = check_env(env, n=10)
+    assert report.passed, report.results
+
+
+@pytest.mark.slow
+def test_conformance_on_200_tasks():
+    report = check_env(env, n=200)
+    assert report.passed, report.results
