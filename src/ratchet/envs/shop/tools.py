@@ -123,7 +123,7 @@ def make_tools(world: World) -> list[Callable[..., Any]]:
     """Return the shop's tools bound to ``world``, in the order they are offered."""
     conn = world.conn
 
-    def customer_of(order_id: str) -> sqlite3.Row:
+    def find_order(order_id: str) -> sqlite3.Row:
         order = world.one("SELECT * FROM orders WHERE id = ?", order_key(order_id))
         if order is None:
             raise ToolError(f"no order {order_id!r}; order ids look like '#W1234567'")
@@ -139,7 +139,7 @@ def make_tools(world: World) -> list[Callable[..., Any]]:
             )
 
     def writable(order_id: str, statuses: tuple[str, ...], action: str) -> sqlite3.Row:
-        order = customer_of(order_id)
+        order = find_order(order_id)
         if order["customer_id"] not in world.confirmed:
             raise world.refuse(f"{action} {order['id']} before confirming the customer's identity")
         if order["status"] not in statuses:
@@ -311,7 +311,7 @@ def make_tools(world: World) -> list[Callable[..., Any]]:
         Args:
             order_id: The order id, e.g. '#W1234567'.
         """
-        order = customer_of(order_id)
+        order = find_order(order_id)
         readable(order["customer_id"])
         items = world.rows(
             "SELECT i.id, i.variant_id, i.price_cents, i.status, v.options, v.product_id, "
