@@ -286,13 +286,15 @@ def store(db_seed: int) -> Store:
     payments: dict[str, Payment] = {}
     orders: dict[str, Order] = {}
     names = rng.sample(list(itertools.product(_FIRST, _LAST)), _N_CUSTOMERS)
+    variant_ids = list(variants)
     for first, last in names:
         customer_id = f"{first.lower()}_{last.lower()}_{rng.randint(1000, 9999)}"
         mine = _payments(rng, ids, customer_id)
         payments.update((p.id, p) for p in mine)
         address = random_address(rng)
         placed = [
-            _order(rng, ids, customer_id, address, mine, variants) for _ in range(rng.randint(2, 6))
+            _order(rng, ids, customer_id, address, mine, variants, variant_ids)
+            for _ in range(rng.randint(2, 6))
         ]
         orders.update((o.id, o) for o in placed)
         customers[customer_id] = Customer(
@@ -378,9 +380,10 @@ def _order(
     home: Address,
     payments: list[Payment],
     variants: dict[str, Variant],
+    variant_ids: list[str],
 ) -> Order:
     status = rng.choices(STATUSES, weights=[30, 15, 45, 10])[0]
-    picked = rng.sample(list(variants), rng.randint(1, 4))
+    picked = rng.sample(variant_ids, rng.randint(1, 4))
     items = tuple(Item(ids.new("I", 6), v, variants[v].price_cents) for v in picked)
     address = home if rng.random() < 0.8 else random_address(rng)
     return Order(

@@ -50,10 +50,10 @@ def oracle_answer(params: dict[str, Any]) -> str:
     facts = expected(params).facts
     if not facts:
         return f"Done: made the {len(params['writes'])} requested change(s)."
-    said = [
-        f"Your pending orders are {f.value}"
+    said = "; ".join(
+        f"your pending orders are {f.value}"
         if f.kind == "pending_orders"
-        else f"{f.what.capitalize()} is {f.value}"
+        else f"{f.what} is {f.value}"
         for f in facts
-    ]
-    return "; ".join(said) + "."
+    )
+    return said[0].upper() + said[1:] + "."

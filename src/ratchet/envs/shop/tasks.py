@@ -110,16 +110,22 @@ def _fill(rng: random.Random, plan: _Plan, difficulty: int) -> bool:
     if difficulty == 1 and rng.random() < 1 / 8:
         return _info(rng, plan)
     left = difficulty
-    for _ in range(30):
-        if left == 0:
-            return True
+    # An atom that found nothing to do for this customer is dropped, so a customer without
+    # (say) pending orders fails fast instead of redrawing the same impossible atoms.
+    atoms = list(_ATOMS)
+    while left > 0 and atoms:
         gift = plan.gift_card
         changed_gift = plan.gift_cents != plan.gift_start
         if left == 1 and gift and changed_gift and not plan.facts and rng.random() < 0.5:
             plan.facts.append({"kind": "balance", "payment_method_id": gift})
             return True
-        atoms = list(_ATOMS) if left >= 2 else [a for a in _ATOMS if a != "address_chain"]
-        added = _ATOMS[rng.choice(atoms)](rng, plan)
+        usable = atoms if left >= 2 else [a for a in atoms if a != "address_chain"]
+        if not usable:
+            return False
+        atom = rng.choice(usable)
+        added = _ATOMS[atom](rng, plan)
+        if added == 0:
+            atoms.remove(atom)
         left -= added
     return left == 0
 
