@@ -239,7 +239,7 @@ class LocalModel:
         errors: dict[int, str] = {}
         for index, prompt in enumerate(prompts):
             try:
-                text, grammar = self.render(prompt), self._grammar(prompt.tools)
+                grammar, text = self._grammar(prompt.tools), self.render(prompt)
             except (ValueError, TypeError, KeyError) as exc:
                 errors[index] = f"cannot prompt the model: {exc}"
                 continue

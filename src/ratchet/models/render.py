@@ -60,8 +60,13 @@ def describe_tool(tool: dict[str, Any]) -> str:
     """Return one line for an OpenAI-format tool: ``name(a: number, b?: string): description``.
 
     A ``?`` marks an optional argument.
+
+    Raises:
+        ValueError: If the tool has no name.
     """
     function = tool.get("function", tool)
+    if not function.get("name"):
+        raise ValueError(f"tool schema without a name: {tool!r}")
     parameters = function.get("parameters") or {}
     required = set(parameters.get("required", ()))
     arguments = ", ".join(
