@@ -1,12 +1,12 @@
 import pytest
 
-from ratchet.agent import Agent, Exemplar, load_agent
+from ratchet.agent import Agent, Exemplar, Insight, load_agent
 
 
 def test_save_load_round_trip(tmp_path):
     agent = Agent(
         model="fake",
-        insights=("Check the arithmetic.",),
+        insights=(Insight("Check the arithmetic.", helpful=2),),
         exemplars=(Exemplar("calc", "word", 2, "Ana has 3 apples...", ({"role": "tool"},)),),
         adapter="adapter",
     )

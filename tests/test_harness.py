@@ -3,7 +3,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ratchet.agent import Agent, Exemplar
+from ratchet.agent import Agent, Exemplar, Insight
 from ratchet.envs.calc import env
 from ratchet.harness import Episode, Limits, parse_action, system_message
 from ratchet.models.base import Completion
@@ -83,7 +83,7 @@ def test_prompt_has_insights_and_demonstrations_before_the_task():
     demo = Exemplar(
         "calc", "expression", 1, "Compute 1 + 2.", ({"role": "assistant", "content": "x"},)
     )
-    agent = Agent(model="fake", insights=("Always call finish.",))
+    agent = Agent(model="fake", insights=(Insight("Always call finish."),))
     prompt = Episode(env, TASK, agent, demonstrations=(demo,)).prompt()
     assert "Always call finish." in prompt.messages[0]["content"]
     assert prompt.messages[1] == {"role": "user", "content": "Compute 1 + 2."}

@@ -45,6 +45,21 @@ class Exemplar:
 
 
 @dataclass(frozen=True)
+class Insight:
+    """A rule learned from experience, with the votes it has collected (ExpeL-style).
+
+    Attributes:
+        rule: The rule, in one sentence.
+        helpful: Times a reflection added or confirmed it.
+        harmful: Times a reflection voted it down.
+    """
+
+    rule: str
+    helpful: int = 1
+    harmful: int = 0
+
+
+@dataclass(frozen=True)
 class Agent:
     """Everything that defines how an agent acts, apart from the env.
 
@@ -55,6 +70,7 @@ class Agent:
         insights: Rules learned from experience, listed in the system prompt.
         exemplars: Demonstrations to retrieve from, per task.
         exemplars_per_task: How many demonstrations to show per task.
+        exemplar_token_budget: Rough cap on the tokens all demonstrations of a task may take.
         adapter: LoRA adapter directory, relative to the agent directory (or absolute).
         temperature: Sampling temperature.
         max_turns: Turn budget per episode.
@@ -66,9 +82,10 @@ class Agent:
     version: str = "base"
     model: str = "local"
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    insights: tuple[str, ...] = ()
+    insights: tuple[Insight, ...] = ()
     exemplars: tuple[Exemplar, ...] = ()
     exemplars_per_task: int = 2
+    exemplar_token_budget: int = 800
     adapter: str | None = None
     temperature: float = 0.7
     max_turns: int = 8
@@ -96,7 +113,7 @@ class Agent:
         """Build an agent from :meth:`to_dict` output."""
         check_version(data, "Agent")
         fields = {k: v for k, v in data.items() if k not in ("version", "agent_version")}
-        fields["insights"] = tuple(fields.get("insights", ()))
+        fields["insights"] = tuple(Insight(**i) for i in fields.get("insights", ()))
         fields["exemplars"] = tuple(
             Exemplar(**{**e, "turns": tuple(e["turns"])}) for e in fields.get("exemplars", ())
         )

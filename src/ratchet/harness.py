@@ -44,7 +44,9 @@ def system_message(agent: Agent) -> dict[str, Any]:
     """Return the system message: the agent's prompt plus the insights it has learned."""
     text = agent.system_prompt
     if agent.insights:
-        text += "\n\nRules learned from experience:\n" + "\n".join(f"- {i}" for i in agent.insights)
+        text += "\n\nRules learned from experience:\n" + "\n".join(
+            f"- {i.rule}" for i in agent.insights
+        )
     return {"role": "system", "content": text}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from ratchet.agent import Exemplar
@@ -31,10 +32,11 @@ class ExemplarIndex:
             self._index = bm25s.BM25()
             self._index.index(bm25s.tokenize(docs, show_progress=False), show_progress=False)
 
-    def select(self, task: Task, k: int) -> tuple[Exemplar, ...]:
+    def select(self, task: Task, k: int, max_tokens: int | None = None) -> tuple[Exemplar, ...]:
         """Return up to ``k`` exemplars from ``task``'s env, most similar first.
 
         An exemplar with the task's own instruction is never returned: it would give the answer.
+        With ``max_tokens``, stop before the demonstrations' estimated size would exceed it.
         """
         if self._index is None or k <= 0:
             return ()
@@ -46,10 +48,18 @@ class ExemplarIndex:
         )
         ranked, _ = self._index.retrieve(query, k=len(self.exemplars), show_progress=False)
         chosen: list[Exemplar] = []
+        budget = max_tokens if max_tokens is not None else float("inf")
         for position in ranked[0]:
             exemplar = self.exemplars[int(position)]
-            if exemplar.env == task.env and exemplar.instruction != task.instruction:
-                chosen.append(exemplar)
-            if len(chosen) == k:
+            if exemplar.env != task.env or exemplar.instruction == task.instruction:
+                continue
+            budget -= estimate_tokens(exemplar)
+            if budget < 0 or len(chosen) == k:
                 break
+            chosen.append(exemplar)
         return tuple(chosen)
+
+
+def estimate_tokens(exemplar: Exemplar) -> int:
+    """Estimate an exemplar's prompt size (about four characters per token)."""
+    return len(json.dumps([exemplar.instruction, exemplar.turns])) // 4

@@ -46,6 +46,7 @@ class RolloutConfig:
         workers: Threads for env steps.
         max_reply_tokens: Cap on tokens per model reply.
         seed: Base sampling seed.
+        first_sample: Number the samples from here (so repeated rounds on a task stay distinct).
         limits: Per-episode budgets; ``None`` takes ``max_turns`` from the agent.
     """
 
@@ -54,6 +55,7 @@ class RolloutConfig:
     workers: int = 4
     max_reply_tokens: int = 128
     seed: int = 0
+    first_sample: int = 0
     limits: Limits | None = None
 
 
@@ -87,7 +89,8 @@ def rollout(
     """
     config = config or RolloutConfig()
     done = skip or set()
-    jobs = [(t, s) for t in tasks for s in range(config.k) if (t.id, s) not in done]
+    samples = range(config.first_sample, config.first_sample + config.k)
+    jobs = [(t, s) for t in tasks for s in samples if (t.id, s) not in done]
     order = {(t.id, s): i for i, (t, s) in enumerate(jobs)}
     results: list[Trajectory] = []
 
@@ -144,7 +147,7 @@ def _play_with_model(
         while True:
             while len(active) < config.concurrency and (job := next(pending, None)) is not None:
                 task, sample = job
-                demos = index.select(task, agent.exemplars_per_task)
+                demos = index.select(task, agent.exemplars_per_task, agent.exemplar_token_budget)
                 active.append(Episode(env, task, agent, demos, config.limits, sample))
             finished = [e for e in active if e.done]
             for episode in finished:

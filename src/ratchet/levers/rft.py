@@ -1,0 +1,177 @@
+"""Rejection-sampling fine-tuning: LoRA SFT on the agent's own verified successes.
+
+Keep the training episodes the verifier passed (hindsight relabels included, which is how a
+cold start with no real success still has data), render each exactly as the ``local`` backend
+prompts the model, and fine-tune a LoRA adapter on the assistant turns only: every other token
+is masked out of the loss, and so is any assistant turn whose action failed. Training goes
+through TRL's ``SFTTrainer`` on a pre-tokenised dataset whose ``assistant_masks`` column TRL
+turns into labels (-100 outside the mask). Each round trains a fresh adapter from the base
+weights on all successes so far, as in expert iteration, so adapters never compound drift.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ratchet.agent import Agent
+from ratchet.levers import LeverContext
+from ratchet.models.base import Prompt
+from ratchet.trajectory import Trajectory
+
+ADAPTER_DIR = "adapter"
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+@dataclass(frozen=True)
+class Example:
+    """One tokenised training sequence.
+
+    Attributes:
+        input_ids: Token ids of the whole conversation.
+        assistant_masks: 1 on the tokens the loss is computed on, else 0.
+    """
+
+    input_ids: list[int]
+    assistant_masks: list[int]
+
+
+def to_example(tokenizer: Any, trajectory: Trajectory, max_tokens: int = 1024) -> Example | None:
+    """Tokenise an episode as the local backend would see it, masking all but good actions.
+
+    Returns ``None`` if no assistant turn is left to learn from or the sequence is too long.
+    """
+    from ratchet.models.render import render
+
+    messages = list(trajectory.messages)
+    ids: list[int] = []
+    mask: list[int] = []
+    rendered = ""
+    assistant_turn = 0
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        step = trajectory.steps[assistant_turn] if assistant_turn < len(trajectory.steps) else None
+        assistant_turn += 1
+        prefix = render(tokenizer, Prompt(tuple(messages[:index]), trajectory.tools))
+        full = render(tokenizer, Prompt(tuple(messages[: index + 1]), trajectory.tools), False)
+        if not prefix.startswith(rendered) or not full.startswith(prefix):
+            return None  # a chat template that re-renders history cannot be trained this way
+        context = tokenizer(prefix[len(rendered) :], add_special_tokens=False)["input_ids"]
+        target_text = full[len(prefix) :].rstrip("\n")
+        target = tokenizer(target_text, add_special_tokens=False)["input_ids"]
+        learn = step is not None and step.call is not None and not step.failed
+        ids += context + target
+        mask += [0] * len(context) + [int(learn)] * len(target)
+        rendered = prefix + target_text
+    if not any(mask) or len(ids) > max_tokens:
+        return None
+    return Example(ids, mask)
+
+
+@dataclass(frozen=True)
+class RftLever:
+    """Propose the incumbent with a LoRA adapter trained on verified successes.
+
+    Attributes:
+        steps: Optimiser steps per proposal.
+        batch_size: Sequences per step.
+        learning_rate: AdamW learning rate for the adapter.
+        lora_rank: LoRA rank (alpha is twice the rank).
+        max_examples: Most successes trained on (the newest are kept).
+    """
+
+    steps: int = 60
+    batch_size: int = 8
+    learning_rate: float = 1e-3
+    lora_rank: int = 16
+    max_examples: int = 512
+    name: str = "rft"
+
+    def propose(self, context: LeverContext) -> Agent | None:
+        """Train an adapter and return the candidate, or ``None`` without usable successes.
+
+        Raises:
+            ValueError: If the incumbent's model is not a ``local`` model.
+        """
+        if not context.incumbent.model.startswith("local"):
+            raise ValueError(
+                f"the rft lever trains local models; {context.incumbent.model!r} is not one"
+            )
+        from ratchet.models.local import load
+
+        path = context.incumbent.model.partition(":")[2] or None
+        model, tokenizer = load(path)
+        successes = [
+            t for t in context.experience if t.passed and t.task.env == context.env.name
+        ][-self.max_examples :]
+        examples = [e for e in (to_example(tokenizer, t) for t in successes) if e is not None]
+        if not examples:
+            return None
+        adapter = context.workdir / ADAPTER_DIR
+        train_lora(model, tokenizer, examples, adapter, self, context.seed)
+        return context.incumbent.derive(
+            context.version,
+            self.name,
+            adapter=ADAPTER_DIR,
+            notes={"trained_on": len(examples), "steps": self.steps},
+        )
+
+
+def train_lora(
+    model: Any,
+    tokenizer: Any,
+    examples: Sequence[Example],
+    out: Path,
+    settings: RftLever,
+    seed: int,
+) -> None:
+    """Fine-tune a LoRA adapter on ``examples`` with TRL and save it to ``out``."""
+    import datasets
+    import peft
+    import transformers
+    import trl
+
+    transformers.logging.set_verbosity_error()
+    logging.getLogger("trl").setLevel(logging.ERROR)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    dataset = datasets.Dataset.from_list(
+        [{"input_ids": e.input_ids, "assistant_masks": e.assistant_masks} for e in examples]
+    )
+    config = trl.SFTConfig(
+        output_dir=str(out.parent / "trainer"),
+        max_steps=settings.steps,
+        per_device_train_batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="cosine",
+        warmup_steps=max(1, settings.steps // 10),
+        logging_steps=max(1, settings.steps // 5),
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        bf16=True,
+        seed=seed,
+        dataloader_num_workers=0,
+        disable_tqdm=True,
+        max_length=None,
+    )
+    lora = peft.LoraConfig(
+        r=settings.lora_rank,
+        lora_alpha=2 * settings.lora_rank,
+        lora_dropout=0.0,
+        target_modules=LORA_TARGETS,
+        task_type="CAUSAL_LM",
+    )
+    trainer = trl.SFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=lora,
+    )
+    trainer.train()
+    trainer.model.save_pretrained(out)
