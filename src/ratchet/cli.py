@@ -6,15 +6,17 @@ import json
 from dataclasses import replace
 from importlib.metadata import version as package_version
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from ratchet.agent import load_agent
+from ratchet.agent import Agent, load_agent
 from ratchet.check import check_env
 from ratchet.env import Env
+from ratchet.improve import ImproveConfig
+from ratchet.improve import improve as run_improve
 from ratchet.metrics import Metrics, summarize
 from ratchet.models.base import Model, ModelError, make_model
 from ratchet.registry import EnvLoadError, UnknownEnvError, env_names, make_env
@@ -226,3 +228,103 @@ def evaluate(
         typer.echo(json.dumps(record))
         return
     _print_metrics(f"ratchet eval {env_name} --agent {agent} ({split})", metrics)
+
+
+@app.command()
+def improve(
+    env_name: Annotated[str, typer.Argument(metavar="ENV", help="Env name, e.g. calc.")],
+    levers: Annotated[
+        str, typer.Option(help="Comma-separated levers: exemplars, insights, rft.")
+    ] = "exemplars,rft",
+    rounds: Annotated[int, typer.Option(min=1, help="Improvement rounds.")] = 2,
+    model: Annotated[str, typer.Option(help="local, local:PATH, openai:NAME or fake.")] = "local",
+    base_url: Annotated[str | None, typer.Option(help="Server URL for openai models.")] = None,
+    reflector: Annotated[
+        str | None, typer.Option(help="Model for the insights lever (default: --model).")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Run directory.")] = Path("runs/improve"),
+    resume: Annotated[bool, typer.Option(help="Continue the run in --out.")] = False,
+    train_tasks: Annotated[int, typer.Option(min=1, help="Training tasks per round.")] = 32,
+    train_k: Annotated[int, typer.Option(min=1, help="Samples per training task.")] = 2,
+    probe_tasks: Annotated[int, typer.Option(min=1, help="Probe tasks for the gate.")] = 30,
+    probe_k: Annotated[int, typer.Option(min=1, help="Samples per probe task.")] = 1,
+    test_tasks: Annotated[int, typer.Option(min=1, help="Held-out test tasks.")] = 45,
+    test_k: Annotated[int, typer.Option(min=1, help="Samples per test task.")] = 1,
+    max_difficulty: Annotated[
+        int | None, typer.Option(min=1, help="Highest difficulty (default: the env's).")
+    ] = 3,
+    alpha: Annotated[float, typer.Option(help="Gate significance level (one-sided).")] = 0.05,
+    flip_budget: Annotated[
+        float, typer.Option(help="Share of passing probe episodes allowed to regress.")
+    ] = 0.25,
+    max_turns: Annotated[int, typer.Option(min=1, help="Turn budget per episode.")] = 6,
+    concurrency: Annotated[int, typer.Option(min=1, help="Episodes per model batch.")] = 16,
+    seed: Annotated[int, typer.Option(help="Master seed.")] = 0,
+    curve: Annotated[
+        bool, typer.Option(help="Test every accepted version (learning curve).")
+    ] = True,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """Improve an agent: practise, learn with levers, keep only what beats the incumbent."""
+    env = load_env(env_name)
+    config = ImproveConfig(
+        env=env_name,
+        model=model,
+        levers=tuple(name.strip() for name in levers.split(",") if name.strip()),
+        rounds=rounds,
+        train_tasks=train_tasks,
+        train_k=train_k,
+        probe_tasks=probe_tasks,
+        probe_k=probe_k,
+        test_tasks=test_tasks,
+        test_k=test_k,
+        max_difficulty=max_difficulty,
+        alpha=alpha,
+        flip_budget=flip_budget,
+        max_turns=max_turns,
+        concurrency=concurrency,
+        seed=seed,
+        reflector=reflector,
+        curve=curve,
+    )
+    cache: dict[tuple[str, str | None], Model] = {}
+
+    def backends(agent: Agent, directory: Path | None) -> Model:
+        adapter = agent.adapter_path(directory)
+        key = (agent.model, str(adapter) if adapter else None)
+        if key not in cache:
+            cache[key] = load_model(agent.model, base_url, adapter)
+        return cache[key]
+
+    reflector_model = load_model(reflector, base_url, None) if reflector else None
+    with progress_bars(enabled=not quiet) as progress:
+        try:
+            summary = run_improve(
+                config,
+                env,
+                out,
+                backends,
+                resume=resume,
+                reflector=reflector_model,
+                progress=progress,
+                log=lambda line: console.print(line, highlight=False),
+            )
+        except (ValueError, ModelError) as exc:
+            fail(str(exc))
+    _print_comparison(summary)
+    console.print(f"summary: {out / 'summary.json'}")
+
+
+def _print_comparison(summary: dict[str, Any]) -> None:
+    base, final = summary["base"], summary["final"]
+    table = Table(
+        "test split",
+        "base",
+        f"final ({summary['final_version']})",
+        "change",
+        title=f"ratchet improve {summary['env']}",
+    )
+    for key in ("pass@1", "pass@k", "pass^k", "mean_score"):
+        change = final[key] - base[key]
+        table.add_row(key, f"{base[key]:.3f}", f"{final[key]:.3f}", f"{change:+.3f}")
+    console.print(table)

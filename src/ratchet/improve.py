@@ -29,7 +29,7 @@ from ratchet.curriculum import CurriculumConfig, choose_tasks
 from ratchet.env import Env
 from ratchet.gate import GateConfig, decide
 from ratchet.hindsight import relabel
-from ratchet.levers import LeverContext, make_levers
+from ratchet.levers import Lever, LeverContext, make_levers
 from ratchet.metrics import Metrics, summarize
 from ratchet.models.base import Model
 from ratchet.rollout import RolloutConfig, rollout
@@ -246,9 +246,7 @@ def _open_run(
         state = {}
     run = _Run(config, out, env, store, run_id, backends, reflector, progress, log, state)
     if not run.agent_dir("base").joinpath("agent.json").exists():
-        base = Agent(
-            model=config.model, temperature=config.temperature, max_turns=config.max_turns
-        )
+        base = Agent(model=config.model, temperature=config.temperature, max_turns=config.max_turns)
         base.save(run.agent_dir("base"))
         store.add_agent_version("base", parent=None, lever="base", path=run.agent_dir("base"))
     run.state.setdefault("incumbent", "base")
@@ -259,7 +257,7 @@ def _open_run(
     return run
 
 
-def _loop(run: _Run, levers: Sequence[Any], started: float) -> dict[str, Any]:
+def _loop(run: _Run, levers: Sequence[Lever], started: float) -> dict[str, Any]:
     config, env = run.config, run.env
     probe = draw(env, "probe", config.probe_tasks, config.seed, config.max_difficulty)
     test = draw(env, "test", config.test_tasks, config.seed, config.max_difficulty)
@@ -290,7 +288,9 @@ def _evaluate(run: _Run, agent: Agent, test: Sequence[Task]) -> Metrics:
     return summarize(played, run.config.test_k)
 
 
-def _round(run: _Run, number: int, levers: Sequence[Any], probe: Sequence[Task]) -> dict[str, Any]:
+def _round(
+    run: _Run, number: int, levers: Sequence[Lever], probe: Sequence[Task]
+) -> dict[str, Any]:
     """Run one round and return its record for ``summary.json``."""
     config, store = run.config, run.store
     tick, tokens_before = time.perf_counter(), _tokens(store, run.run_id)
@@ -312,22 +312,40 @@ def _round(run: _Run, number: int, levers: Sequence[Any], probe: Sequence[Task])
     for lever in levers:
         candidate = _candidate(run, lever, incumbent, experience, number)
         if candidate is None:
-            candidates.append({"lever": lever.name, "version": None, "accepted": False,
-                               "reason": "nothing to propose"})
+            candidates.append(
+                {
+                    "lever": lever.name,
+                    "version": None,
+                    "accepted": False,
+                    "reason": "nothing to propose",
+                }
+            )
             continue
         decision = decide(
             incumbent_probe,
             _probe(run, candidate, probe),
             GateConfig(alpha=config.alpha, flip_budget=config.flip_budget, seed=config.seed),
         )
-        store.add_decision(run.run_id, round=number, lever=lever.name, candidate=candidate.version,
-                           incumbent=incumbent.version, accepted=decision.accepted,
-                           numbers=decision.to_dict())
-        store.add_agent_version(candidate.version, parent=incumbent.version, lever=lever.name,
-                                path=run.agent_dir(candidate.version),
-                                metadata={"round": number, **decision.to_dict()})
-        run.log(f"  {lever.name} -> {candidate.version}: "
-                f"{'ACCEPTED' if decision.accepted else 'rejected'}, {decision.reason}")
+        store.add_decision(
+            run.run_id,
+            round=number,
+            lever=lever.name,
+            candidate=candidate.version,
+            incumbent=incumbent.version,
+            accepted=decision.accepted,
+            numbers=decision.to_dict(),
+        )
+        store.add_agent_version(
+            candidate.version,
+            parent=incumbent.version,
+            lever=lever.name,
+            path=run.agent_dir(candidate.version),
+            metadata={"round": number, **decision.to_dict()},
+        )
+        run.log(
+            f"  {lever.name} -> {candidate.version}: "
+            f"{'ACCEPTED' if decision.accepted else 'rejected'}, {decision.reason}"
+        )
         candidates.append({"lever": lever.name, "version": candidate.version, **decision.to_dict()})
         if decision.accepted:
             accepted.append((decision.probe_gain, candidate.version))
@@ -356,8 +374,9 @@ def _round_tasks(run: _Run, number: int) -> list[Task]:
     if str(number) not in saved:
         history = [t for _, t in run.store.trajectories(run.run_id, split="train")]
         curriculum = CurriculumConfig(max_difficulty=run.config.max_difficulty)
-        tasks = choose_tasks(run.env, history, run.config.train_tasks,
-                             run.config.seed * 7919 + number, curriculum)
+        tasks = choose_tasks(
+            run.env, history, run.config.train_tasks, run.config.seed * 7919 + number, curriculum
+        )
         saved[str(number)] = [t.to_dict() for t in tasks]
         run.save_state()
     return [Task.from_dict(t) for t in saved[str(number)]]
@@ -369,7 +388,7 @@ def _probe(run: _Run, agent: Agent, probe: Sequence[Task]) -> list[Trajectory]:
 
 
 def _candidate(
-    run: _Run, lever: Any, incumbent: Agent, experience: Sequence[Trajectory], number: int
+    run: _Run, lever: Lever, incumbent: Agent, experience: Sequence[Trajectory], number: int
 ) -> Agent | None:
     """Return the lever's candidate, reusing one a previous attempt finished writing."""
     decided = {(d.round, d.lever): d.candidate for d in run.store.decisions(run.run_id)}
@@ -418,8 +437,19 @@ def _tokens(store: Store, run_id: str) -> int:
 def _summary(run: _Run, base: Metrics, final: Metrics, seconds: float) -> dict[str, Any]:
     def headline(metrics: Metrics) -> dict[str, Any]:
         data = metrics.to_dict()
-        return {key: data[key] for key in ("pass@1", "pass@k", "pass^k", "mean_score", "n", "k",
-                                            "ci95", "by_difficulty")}
+        return {
+            key: data[key]
+            for key in (
+                "pass@1",
+                "pass@k",
+                "pass^k",
+                "mean_score",
+                "n",
+                "k",
+                "ci95",
+                "by_difficulty",
+            )
+        }
 
     return {
         "env": run.config.env,

@@ -67,7 +67,7 @@ def rollout(
     config: RolloutConfig | None = None,
     *,
     skip: set[tuple[str, int]] | None = None,
-    on_trajectory: Callable[[Trajectory], None] | None = None,
+    on_trajectory: Callable[[Trajectory], object] | None = None,
     progress: Progress | None = None,
     description: str = "rollouts",
 ) -> list[Trajectory]:

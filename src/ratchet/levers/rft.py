@@ -106,9 +106,9 @@ class RftLever:
 
         path = context.incumbent.model.partition(":")[2] or None
         model, tokenizer = load(path)
-        successes = [
-            t for t in context.experience if t.passed and t.task.env == context.env.name
-        ][-self.max_examples :]
+        successes = [t for t in context.experience if t.passed and t.task.env == context.env.name][
+            -self.max_examples :
+        ]
         examples = [e for e in (to_example(tokenizer, t) for t in successes) if e is not None]
         if not examples:
             return None
