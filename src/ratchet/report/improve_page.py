@@ -1,0 +1,466 @@
+"""The report of an improvement run: how much better the agent got, how, and at what cost.
+
+Read top to bottom: a one-sentence headline, the numbers behind it, the learning curve, which
+lever produced which gain, every gate decision, where on the test split the gain landed (task
+families, difficulties, individual flipped tasks), and the cost.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any
+
+from ratchet.gate import permutation_p_value
+from ratchet.report import charts
+from ratchet.report.data import (
+    Attribution,
+    Breakdown,
+    Flip,
+    ImproveRun,
+    Stored,
+    attribution,
+    breakdown,
+    curve,
+    flips,
+)
+from ratchet.report.html import (
+    badge,
+    card,
+    count,
+    duration,
+    esc,
+    figure,
+    link,
+    p_value,
+    page,
+    rate,
+    shorten,
+    signed_points,
+    table,
+)
+
+# Above this many, the flip tables show the first rows and say how many were left out.
+MAX_FLIP_ROWS = 200
+
+
+def linked_trajectories(data: ImproveRun) -> list[Stored]:
+    """The episodes the report links to: the base and final agents' test episodes."""
+    final = data.test.get(data.final_version, []) if data.final_version != "base" else []
+    return [*data.test.get("base", []), *final]
+
+
+def headline(data: ImproveRun) -> str:
+    """Return the one-sentence result, e.g. ``calc: pass@1 0.12 → 0.57 (+45 points) on ...``."""
+    base, final = data.base["pass@1"], data.final["pass@1"]
+    points = round((final - base) * 100)
+    samples = f" ({data.k} samples each)" if data.k > 1 else ""
+    steps = attribution(data)
+    if steps:
+        accepted = "accepted: " + ", ".join(f"{s.version} ({s.lever})" for s in steps)
+    else:
+        accepted = "no candidate passed the gate, so the base agent stays"
+    return (
+        f"{data.summary['env']}: pass@1 {base:.2f} → {final:.2f} ({points:+d} points) on "
+        f"{data.base['n']} held-out test tasks{samples}; {accepted}"
+    )
+
+
+def improve_page(data: ImproveRun) -> str:
+    """Return the whole report page of an improvement run."""
+    summary = data.summary
+    base_runs = data.test.get("base", [])
+    final_runs = data.test.get(data.final_version, [])
+    steps = attribution(data)
+    config = summary.get("config", {})
+    created = time.strftime("%Y-%m-%d %H:%M", time.localtime(data.root.stat().st_mtime))
+    levers = ", ".join(summary.get("levers", [])) or "none"
+    sections = [
+        f'<header class="top"><div class="eyebrow">Ratchet improvement report · run '
+        f"{esc(summary['run_id'])} · {esc(created)}</div>"
+        f"<h1>{esc(headline(data))}</h1>"
+        f'<p class="lede">Model <b>{esc(summary.get("model", "?"))}</b>, levers {esc(levers)},'
+        f" {len(summary['rounds'])} rounds. Every number below is measured on held-out test"
+        " tasks that no decision ever saw, unless it says <i>probe</i>.</p></header>",
+        _cards(data, base_runs, final_runs),
+        figure(
+            charts.headline_chart(data.base, data.final, f"final ({data.final_version})"),
+            "Base and final agent on the same test tasks. The black whisker is the 95% "
+            "bootstrap confidence interval of pass@1 over tasks.",
+        ),
+        _curve_section(data),
+        _attribution_section(data, steps),
+        _gate_section(summary),
+        _breakdown_section(data, base_runs, final_runs),
+        _flip_section(flips(base_runs, final_runs), data.final_version),
+        _cost_section(summary),
+        _episodes_section(base_runs, final_runs, data.final_version),
+        _glossary(config),
+    ]
+    return page(f"Ratchet report: {summary['env']}", "\n".join(sections))
+
+
+def _cards(data: ImproveRun, base_runs: list[Stored], final_runs: list[Stored]) -> str:
+    base, final = data.base, data.final
+    k = data.k
+
+    def ci(metrics: dict[str, Any]) -> str:
+        low, high = metrics.get("ci95", (metrics["pass@1"], metrics["pass@1"]))
+        return f"95% CI {low:.2f}-{high:.2f}"
+
+    paired = _paired_p_value(base_runs, final_runs)
+    significance = f"paired {p_value(paired)} over test tasks" if paired is not None else ""
+    cards = [
+        card("base pass@1", rate(base["pass@1"]), ci(base)),
+        card(f"final pass@1 ({data.final_version})", rate(final["pass@1"]), ci(final)),
+        card("change", signed_points(final["pass@1"] - base["pass@1"]), significance),
+    ]
+    if k > 1:
+        cards.append(
+            card(
+                f"pass^{k} (all {k} samples pass)",
+                f"{base['pass^k']:.2f} → {final['pass^k']:.2f}",
+                "consistency",
+            )
+        )
+    else:
+        cards.append(
+            card("mean score", f"{base['mean_score']:.2f} → {final['mean_score']:.2f}", "0 to 1")
+        )
+    cards.append(
+        card(
+            "cost",
+            duration(float(data.summary.get("seconds", 0.0))),
+            f"{count(data.summary.get('tokens', 0))} tokens, "
+            f"{count(data.summary.get('rollouts', 0))} episodes",
+        )
+    )
+    return f'<div class="cards">{"".join(cards)}</div>'
+
+
+def _paired_p_value(base_runs: list[Stored], final_runs: list[Stored]) -> float | None:
+    """One-sided paired sign-flip p-value that final beats base on the test tasks."""
+    before = {(t.task.id, t.sample): t.passed for _, t in base_runs}
+    per_task: dict[str, list[int]] = defaultdict(list)
+    for _, trajectory in final_runs:
+        key = (trajectory.task.id, trajectory.sample)
+        if key in before:
+            per_task[key[0]].append(int(trajectory.passed) - int(before[key]))
+    if not per_task:
+        return None
+    differences = [sum(d) / len(d) for d in per_task.values()]
+    return permutation_p_value(differences, resamples=20_000)
+
+
+def _curve_section(data: ImproveRun) -> str:
+    points = curve(data)
+    rows = [
+        [
+            str(p.round),
+            esc(p.version),
+            esc(p.accepted) if p.accepted else '<span class="flat">—</span>',
+            rate(p.probe) if p.probe is not None else "—",
+            rate(p.test) if p.test is not None else "—",
+            count(p.tokens),
+            duration(p.seconds),
+        ]
+        for p in points
+    ]
+    return (
+        "<h2>Learning curve</h2>"
+        '<p class="note">The incumbent after each round (round 0 is the base agent). The probe '
+        "split is what the gate decides on; the test split is held out and only reported. "
+        "Dotted green lines mark rounds where a new version was accepted.</p>"
+        + figure(charts.curve_chart(points), "pass@1 per round against cost so far.")
+        + "<details><summary>Curve data</summary>"
+        + table(
+            ["round", "incumbent", "new by", "probe pass@1", "test pass@1", "tokens", "time"],
+            rows,
+            numeric=(0, 3, 4, 5, 6),
+        )
+        + "</details>"
+    )
+
+
+def _attribution_section(data: ImproveRun, steps: list[Attribution]) -> str:
+    parts = ["<h2>Which lever did it</h2>"]
+    if not steps:
+        parts.append(
+            '<p class="note">No candidate was accepted: the final agent is the base agent. '
+            "The gate table below says why each candidate was rejected.</p>"
+        )
+        return "".join(parts)
+    by_test = all(s.test_after is not None and s.test_before is not None for s in steps)
+    basis = "its own test gain" if by_test else "its probe gain (not every step was tested)"
+    parts.append(
+        '<p class="note">Each accepted version on the final agent\'s lineage, what it changed, '
+        f"and its share of the total gain, measured by {basis}.</p>"
+    )
+    if by_test:
+        parts.append(
+            figure(
+                charts.attribution_chart(data.base["pass@1"], steps, data.final["pass@1"]),
+                "From base to final, one bar per accepted version (green: gain, red: loss).",
+            )
+        )
+    rows = []
+    for step in steps:
+        test = (
+            f"{step.test_before:.2f} → {step.test_after:.2f}"
+            if step.test_before is not None and step.test_after is not None
+            else "—"
+        )
+        share = f"{step.share * 100:.0f}%" if step.share is not None else "—"
+        rows.append(
+            [
+                f"<b>{esc(step.version)}</b>",
+                str(step.round),
+                esc(step.lever),
+                esc(step.parent),
+                esc(step.change),
+                f"{step.probe_gain * 100:+.0f} pts",
+                test,
+                share,
+            ]
+        )
+    parts.append(
+        table(
+            [
+                "version",
+                "round",
+                "lever",
+                "parent",
+                "what changed",
+                "probe gain",
+                "test pass@1",
+                "share of gain",
+            ],
+            rows,
+            numeric=(1, 5, 6, 7),
+        )
+    )
+    shares: dict[str, float] = defaultdict(float)
+    for step in steps:
+        shares[step.lever] += step.share or 0.0
+    if any(step.share is not None for step in steps):
+        levers = ", ".join(
+            f"<b>{esc(lever)}</b> {share * 100:.0f}%" for lever, share in shares.items()
+        )
+        parts.append(f"<p>By lever: {levers} of the gain.</p>")
+    return "".join(parts)
+
+
+def _gate_section(summary: dict[str, Any]) -> str:
+    rows, classes = [], []
+    for record in summary["rounds"]:
+        for candidate in record["candidates"]:
+            decided = "probe_gain" in candidate
+            accepted = bool(candidate.get("accepted"))
+            adopted = accepted and candidate.get("version") == record["incumbent"]
+            if accepted:
+                verdict = badge(True, "accepted" if adopted else "accepted, not adopted")
+            else:
+                verdict = badge(False, "rejected") if decided else badge(None, "no candidate")
+            numbers = (
+                [
+                    f"{candidate['incumbent_pass']:.2f} → {candidate['candidate_pass']:.2f}",
+                    f"{candidate['probe_gain'] * 100:+.0f} pts",
+                    f"{candidate['p_value']:.4f}",
+                    f"{candidate['flips_fail_to_pass']}",
+                    f"{candidate['flips_pass_to_fail']} / {candidate.get('flip_limit', '?')}",
+                ]
+                if decided
+                else ["—"] * 5
+            )
+            rows.append(
+                [
+                    str(record["round"]),
+                    esc(candidate["lever"]),
+                    esc(candidate.get("version") or "—"),
+                    *numbers,
+                    verdict,
+                    esc(candidate.get("reason", "")),
+                ]
+            )
+            classes.append("accepted" if adopted else "")
+    config = summary.get("config", {})
+    alpha = config.get("alpha", 0.05)
+    budget = config.get("flip_budget", 0.25)
+    return (
+        "<h2>Every gate decision</h2>"
+        f'<p class="note">Each candidate played the same {config.get("probe_tasks", "")} probe '
+        "tasks with the same seeds as the incumbent. Accepted only if the paired gain is "
+        f"significant (one-sided sign-flip permutation test, p ≤ {alpha}) and its pass→fail "
+        f"flips stay within the budget ({budget:.0%} of the incumbent's passing episodes). "
+        "Of several accepted candidates in a round, the one with the largest gain is adopted.</p>"
+        + table(
+            [
+                "round",
+                "lever",
+                "candidate",
+                "probe pass@1",
+                "gain",
+                "p-value",
+                "fail→pass",
+                "pass→fail / limit",
+                "decision",
+                "reason",
+            ],
+            rows,
+            numeric=(0, 3, 4, 5, 6, 7),
+            row_classes=classes,
+        )
+    )
+
+
+def _breakdown_section(data: ImproveRun, base_runs: list[Stored], final_runs: list[Stored]) -> str:
+    if not base_runs or not final_runs:
+        return (
+            "<h2>Before and after, by task family and difficulty</h2>"
+            '<p class="note">The store holds no test episodes of base or final.</p>'
+        )
+    by_family = breakdown(base_runs, final_runs, data.k, lambda t: t.task.family)
+    by_difficulty = breakdown(base_runs, final_runs, data.k, lambda t: str(t.task.difficulty))
+    label = f"final ({data.final_version})"
+
+    def rows(groups: list[Breakdown], prefix: str) -> list[list[str]]:
+        return [
+            [
+                esc(prefix + g.group),
+                str(g.tasks),
+                rate(g.base),
+                rate(g.final),
+                signed_points(g.final - g.base),
+            ]
+            for g in groups
+        ]
+
+    headers = ["group", "test tasks", "base pass@1", f"{label} pass@1", "change"]
+    return (
+        "<h2>Before and after, by task family and difficulty</h2>"
+        + figure(
+            charts.breakdown_chart(by_family, by_difficulty, label),
+            "Test pass@1 of base and final per group; the number of test tasks is in brackets.",
+        )
+        + '<div class="grid2"><div>'
+        + table(headers, rows(by_family, ""), numeric=(1, 2, 3, 4))
+        + "</div><div>"
+        + table(headers, rows(by_difficulty, "level "), numeric=(1, 2, 3, 4))
+        + "</div></div>"
+    )
+
+
+def _flip_section(found: list[Flip], final_version: str) -> str:
+    fixed = [f for f in found if f.fixed]
+    broken = [f for f in found if not f.fixed]
+    parts = [
+        "<h2>Flipped test tasks</h2>",
+        '<p class="note">Test episodes whose outcome changed between base and final (paired by '
+        "task and sample). Open both trajectories to see what the agent now does differently."
+        "</p>",
+    ]
+    for title, flipped in (
+        (f"fail → pass ({len(fixed)})", fixed),
+        (f"pass → fail ({len(broken)})", broken),
+    ):
+        parts.append(f"<h3>{esc(title)}</h3>")
+        if not flipped:
+            parts.append('<p class="note">None.</p>')
+            continue
+        rows = [
+            [
+                esc(shorten(f.trajectory.task.instruction)),
+                esc(f.trajectory.task.family),
+                str(f.trajectory.task.difficulty),
+                link(f"trajectories/{f.base_id}.html", f"base #{f.base_id}"),
+                link(f"trajectories/{f.final_id}.html", f"{final_version} #{f.final_id}"),
+            ]
+            for f in flipped[:MAX_FLIP_ROWS]
+        ]
+        parts.append(table(["task", "family", "difficulty", "before", "after"], rows, numeric=(2,)))
+        if len(flipped) > MAX_FLIP_ROWS:
+            parts.append(f'<p class="note">{len(flipped) - MAX_FLIP_ROWS} more not shown.</p>')
+    return "".join(parts)
+
+
+def _cost_section(summary: dict[str, Any]) -> str:
+    rows = [
+        [
+            str(r["round"]),
+            f"{r.get('train_passed', 0)} / {r.get('train_episodes', 0)}",
+            str(r.get("relabelled", 0)),
+            str(len(r["candidates"])),
+            count(r.get("tokens", 0)),
+            duration(float(r.get("seconds", 0.0))),
+        ]
+        for r in summary["rounds"]
+    ]
+    rows.append(
+        [
+            "<b>whole run</b>",
+            "",
+            "",
+            "",
+            f"<b>{count(summary.get('tokens', 0))}</b>",
+            f"<b>{duration(float(summary.get('seconds', 0.0)))}</b>",
+        ]
+    )
+    return (
+        "<h2>Cost</h2>"
+        f'<p class="note">{count(summary.get("rollouts", 0))} episodes in all. Round rows count '
+        "training and probe episodes; the whole run adds the test evaluations.</p>"
+        + table(
+            [
+                "round",
+                "training episodes passed",
+                "relabelled in hindsight",
+                "candidates",
+                "tokens",
+                "wall time",
+            ],
+            rows,
+            numeric=(1, 2, 3, 4, 5),
+        )
+    )
+
+
+def _episodes_section(base_runs: list[Stored], final_runs: list[Stored], final: str) -> str:
+    after = {(t.task.id, t.sample): (i, t) for i, t in final_runs}
+    rows = []
+    for base_id, trajectory in sorted(base_runs, key=lambda s: (s[1].task.family, s[1].task.id)):
+        paired = after.get((trajectory.task.id, trajectory.sample))
+        final_cell = "—"
+        if paired is not None and final != "base":
+            final_cell = f"{badge(paired[1].passed)} " + link(
+                f"trajectories/{paired[0]}.html", f"#{paired[0]}"
+            )
+        rows.append(
+            [
+                esc(shorten(trajectory.task.instruction, 90)),
+                esc(trajectory.task.family),
+                str(trajectory.task.difficulty),
+                str(trajectory.sample),
+                f"{badge(trajectory.passed)} "
+                + link(f"trajectories/{base_id}.html", f"#{base_id}"),
+                final_cell,
+            ]
+        )
+    return (
+        f"<h2>All test episodes</h2><details><summary>{len(rows)} paired episodes of base and "
+        f"{esc(final)}</summary>"
+        + table(["task", "family", "difficulty", "sample", "base", final], rows, numeric=(2, 3))
+        + "</details>"
+    )
+
+
+def _glossary(config: dict[str, Any]) -> str:
+    settings = ", ".join(f"{esc(k)}={esc(v)}" for k, v in sorted(config.items()))
+    return (
+        "<footer><p><b>How to read this.</b> <i>pass@1</i> is the share of episodes the "
+        "verifier passed (it checks the state the agent left, not its claims). The <i>probe</i> "
+        "split is a fixed set of tasks the gate uses to accept or reject candidates; the "
+        "<i>test</i> split is held out and never used for a decision. A <i>lever</i> proposes a "
+        "candidate agent (demonstrations, insight rules, fine-tuned weights); the <i>gate</i> "
+        "keeps it only if it is significantly better on the probe without too many "
+        f"regressions.</p><p>Settings: {settings}</p></footer>"
+    )
