@@ -42,3 +42,51 @@ def test_bad_options_are_clear_errors():
     assert bad_split.exit_code == 2 and "--split must be one of" in bad_split.output
     bad_level = runner.invoke(app, ["tasks", "calc", "--difficulty", "9"])
     assert bad_level.exit_code == 2 and "difficulty for calc must be in 1..5" in bad_level.output
+
+
+def test_eval_oracle_and_null_json():
+    oracle = runner.invoke(app, ["eval", "calc", "--agent", "oracle", "-n", "10", "--json"])
+    assert oracle.exit_code == 0, oracle.output
+    record = json.loads(oracle.output)
+    assert record["pass@1"] == 1.0 and record["agent"] == "oracle" and record["n"] == 10
+    assert set(record) >= {
+        "env",
+        "model",
+        "split",
+        "k",
+        "pass@k",
+        "pass^k",
+        "mean_score",
+        "ci95",
+        "tokens_per_task",
+        "seconds_per_task",
+        "by_difficulty",
+    }
+    null = runner.invoke(app, ["eval", "calc", "--agent", "null", "-n", "10", "--json"])
+    assert json.loads(null.output)["pass@1"] == 0.0
+
+
+def test_eval_rejects_bad_agents_and_models():
+    bad_agent = runner.invoke(app, ["eval", "calc", "--agent", "nowhere"])
+    assert bad_agent.exit_code == 2 and "not base, oracle, null" in bad_agent.output
+    bad_model = runner.invoke(app, ["eval", "calc", "--model", "gpt:9"])
+    assert bad_model.exit_code == 2 and "unknown model 'gpt:9'" in bad_model.output
+
+
+def test_run_show_export_and_resume(tmp_path):
+    store = tmp_path / "store"
+    args = ["run", "calc", "--out", str(store), "--agent", "oracle", "-n", "4", "-q"]
+    first = runner.invoke(app, args)
+    assert first.exit_code == 0, first.output
+    assert "4 new episodes, 4 in total" in first.output
+    again = runner.invoke(app, args)
+    assert again.exit_code == 2 and "--resume" in again.output
+    resumed = runner.invoke(app, [*args, "--resume"])
+    assert "0 new episodes, 4 in total" in resumed.output
+    shown = runner.invoke(app, ["show", "1", "--store", str(store)])
+    assert shown.exit_code == 0 and "PASSED" in shown.output and "finish" in shown.output
+    missing = runner.invoke(app, ["show", "99", "--store", str(store)])
+    assert missing.exit_code == 2 and "no trajectory 99" in missing.output
+    out = tmp_path / "out.jsonl"
+    exported = runner.invoke(app, ["export", str(store), "--out", str(out)])
+    assert exported.exit_code == 0 and len(out.read_text().splitlines()) == 4

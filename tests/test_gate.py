@@ -62,10 +62,10 @@ def test_regressions_beyond_the_budget_are_rejected():
     rng = random.Random(5)
     before = episodes([1.0] * 10 + [0.0] * 20, 1, rng)
     after = episodes([0.0] * 10 + [1.0] * 20, 1, rng)
-    decision = decide(before, after, GateConfig(flip_budget=0.25))
+    decision = decide(before, after, GateConfig(flip_budget=0.1))
     assert not decision.accepted
     assert decision.flips_pass_to_fail == 10 and decision.flips_fail_to_pass == 20
-    assert "exceed the budget 2" in decision.reason
+    assert "exceed the budget 3" in decision.reason
 
 
 def test_unpaired_episodes_are_refused():

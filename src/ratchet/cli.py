@@ -14,13 +14,16 @@ from rich.table import Table
 
 from ratchet.agent import Agent, load_agent
 from ratchet.check import check_env
+from ratchet.display import render_trajectory
 from ratchet.env import Env
+from ratchet.export import to_dataset, write_jsonl
 from ratchet.improve import ImproveConfig
 from ratchet.improve import improve as run_improve
 from ratchet.metrics import Metrics, summarize
 from ratchet.models.base import Model, ModelError, make_model
 from ratchet.registry import EnvLoadError, UnknownEnvError, env_names, make_env
 from ratchet.rollout import RolloutConfig, progress_bars, rollout
+from ratchet.store import Store, StoreError
 from ratchet.task import SPLITS, Split
 
 app = typer.Typer(
@@ -244,20 +247,21 @@ def improve(
     ] = None,
     out: Annotated[Path, typer.Option(help="Run directory.")] = Path("runs/improve"),
     resume: Annotated[bool, typer.Option(help="Continue the run in --out.")] = False,
-    train_tasks: Annotated[int, typer.Option(min=1, help="Training tasks per round.")] = 32,
+    train_tasks: Annotated[int, typer.Option(min=1, help="Training tasks per round.")] = 24,
     train_k: Annotated[int, typer.Option(min=1, help="Samples per training task.")] = 2,
-    probe_tasks: Annotated[int, typer.Option(min=1, help="Probe tasks for the gate.")] = 30,
+    probe_tasks: Annotated[int, typer.Option(min=1, help="Probe tasks for the gate.")] = 24,
     probe_k: Annotated[int, typer.Option(min=1, help="Samples per probe task.")] = 1,
-    test_tasks: Annotated[int, typer.Option(min=1, help="Held-out test tasks.")] = 45,
+    test_tasks: Annotated[int, typer.Option(min=1, help="Held-out test tasks.")] = 36,
     test_k: Annotated[int, typer.Option(min=1, help="Samples per test task.")] = 1,
     max_difficulty: Annotated[
         int | None, typer.Option(min=1, help="Highest difficulty (default: the env's).")
     ] = 3,
     alpha: Annotated[float, typer.Option(help="Gate significance level (one-sided).")] = 0.05,
     flip_budget: Annotated[
-        float, typer.Option(help="Share of passing probe episodes allowed to regress.")
-    ] = 0.25,
-    max_turns: Annotated[int, typer.Option(min=1, help="Turn budget per episode.")] = 6,
+        float, typer.Option(help="Share of probe episodes allowed to go from pass to fail.")
+    ] = 0.1,
+    max_turns: Annotated[int, typer.Option(min=1, help="Turn budget per episode.")] = 4,
+    max_reply_tokens: Annotated[int, typer.Option(min=8, help="Cap on tokens per reply.")] = 48,
     concurrency: Annotated[int, typer.Option(min=1, help="Episodes per model batch.")] = 16,
     seed: Annotated[int, typer.Option(help="Master seed.")] = 0,
     curve: Annotated[
@@ -282,6 +286,7 @@ def improve(
         alpha=alpha,
         flip_budget=flip_budget,
         max_turns=max_turns,
+        max_reply_tokens=max_reply_tokens,
         concurrency=concurrency,
         seed=seed,
         reflector=reflector,
@@ -328,3 +333,116 @@ def _print_comparison(summary: dict[str, Any]) -> None:
         change = final[key] - base[key]
         table.add_row(key, f"{base[key]:.3f}", f"{final[key]:.3f}", f"{change:+.3f}")
     console.print(table)
+
+
+@app.command()
+def run(
+    env_name: Annotated[str, typer.Argument(metavar="ENV", help="Env name, e.g. calc.")],
+    out: Annotated[Path, typer.Option(help="Store directory to collect into.")],
+    agent: Annotated[str, typer.Option(help="base, oracle, null or an agent directory.")] = "base",
+    model: Annotated[
+        str | None, typer.Option(help="local, local:PATH, openai:NAME or fake (default: local).")
+    ] = None,
+    base_url: Annotated[str | None, typer.Option(help="Server URL for openai models.")] = None,
+    split: Annotated[str, typer.Option(help="train, probe or test.")] = "train",
+    n: Annotated[int, typer.Option("-n", min=1, help="How many tasks.")] = 50,
+    k: Annotated[int, typer.Option("-k", min=1, help="Samples per task.")] = 1,
+    difficulty: Annotated[int | None, typer.Option(min=1, help="Only this difficulty.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for tasks and sampling.")] = 0,
+    concurrency: Annotated[int, typer.Option(min=1, help="Episodes per model batch.")] = 16,
+    resume: Annotated[bool, typer.Option(help="Continue the identical run in --out.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+) -> None:
+    """Collect trajectories into a store (resumable with --resume)."""
+    env = load_env(env_name)
+    try:
+        chosen, directory = load_agent(agent, model or "local")
+        tasks = env.tasks(parse_split(split), n, seed=seed, difficulty=difficulty)
+    except ValueError as exc:
+        fail(str(exc))
+    if model is not None:
+        chosen = replace(chosen, model=model)
+    settings = {
+        "env": env_name,
+        "agent": agent,
+        "model": chosen.model,
+        "split": split,
+        "n": n,
+        "k": k,
+        "difficulty": difficulty,
+        "seed": seed,
+    }
+    with Store(out) as store:
+        previous = [r for r in store.runs(kind="run") if r.config == settings]
+        if previous and not resume:
+            fail(f"{out} already holds this run ({previous[0].id}); add --resume to continue it")
+        run_id = previous[0].id if previous else store.start_run("run", settings)
+        backend = None
+        if not chosen.scripted:
+            backend = load_model(chosen.model, base_url, chosen.adapter_path(directory))
+        config = RolloutConfig(k=k, concurrency=concurrency, seed=seed)
+        with progress_bars(enabled=not quiet) as progress:
+            try:
+                played = rollout(
+                    env,
+                    tasks,
+                    chosen,
+                    backend,
+                    config,
+                    skip=store.done_keys(run_id, chosen.version),
+                    on_trajectory=lambda t: store.add_trajectory(run_id, t),
+                    progress=progress,
+                    description=f"run {env_name}",
+                )
+            except ModelError as exc:
+                store.finish_run(run_id, "failed")
+                fail(str(exc))
+            except KeyboardInterrupt:
+                store.finish_run(run_id, "interrupted")
+                fail("interrupted; finished episodes are kept: rerun with --resume", code=130)
+        store.finish_run(run_id, "done")
+        total = len(store.trajectories(run_id))
+    console.print(f"run {run_id}: {len(played)} new episodes, {total} in total, stored in {out}")
+
+
+@app.command()
+def show(
+    trajectory_id: Annotated[int, typer.Argument(metavar="ID", help="Trajectory id.")],
+    store_dir: Annotated[Path, typer.Option("--store", help="Store directory.")] = Path(
+        "runs/improve"
+    ),
+) -> None:
+    """Render one stored trajectory in the terminal."""
+    if not (store_dir / "ratchet.db").exists():
+        fail(f"no store at {store_dir} (pass --store DIR)")
+    with Store(store_dir) as store:
+        try:
+            trajectory = store.trajectory(trajectory_id)
+        except StoreError as exc:
+            fail(str(exc))
+    console.print(render_trajectory(trajectory, trajectory_id))
+
+
+@app.command()
+def export(
+    store_dir: Annotated[Path, typer.Argument(metavar="STORE", help="Store directory.")],
+    out: Annotated[Path, typer.Option(help="Output file (jsonl) or directory (dataset).")],
+    fmt: Annotated[str, typer.Option("--format", help="jsonl or dataset.")] = "jsonl",
+    run_id: Annotated[str | None, typer.Option("--run", help="Only this run.")] = None,
+    split: Annotated[str | None, typer.Option(help="Only this split.")] = None,
+    passed: Annotated[
+        bool | None, typer.Option("--passed/--failed", help="Only passed or only failed.")
+    ] = None,
+) -> None:
+    """Export trajectories as OpenAI-chat JSONL or a Hugging Face dataset (with loss masks)."""
+    if fmt not in ("jsonl", "dataset"):
+        fail(f"--format must be jsonl or dataset; got {fmt!r}")
+    if not (store_dir / "ratchet.db").exists():
+        fail(f"no store at {store_dir}")
+    with Store(store_dir) as store:
+        chosen = [t for _, t in store.trajectories(run_id, split=split, passed=passed)]
+    if fmt == "jsonl":
+        write_jsonl(chosen, out)
+    else:
+        to_dataset(chosen).save_to_disk(str(out))
+    console.print(f"exported {len(chosen)} trajectories to {out}")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ratchet.trajectory import Trajectory
 
 if TYPE_CHECKING:
-    from datasets import Dataset, Features  # type: ignore[import-untyped]
+    from datasets import Dataset, Features
 
 RECORD_KEY = "ratchet"
 

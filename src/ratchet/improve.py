@@ -64,9 +64,10 @@ class ImproveConfig:
         test_k: Samples per test task.
         max_difficulty: Highest difficulty practised and evaluated (``None``: the env's).
         alpha: Gate significance level (one-sided).
-        flip_budget: Gate's share of the incumbent's passing probe episodes that may regress.
+        flip_budget: Gate's share of paired probe episodes that may go from pass to fail.
         temperature: Sampling temperature of the agents.
         max_turns: Turn budget per episode.
+        max_reply_tokens: Cap on tokens per model reply.
         concurrency: Episodes per model batch.
         seed: Master seed.
         reflector: Model reference for the insights lever (default: the agent's model).
@@ -85,9 +86,10 @@ class ImproveConfig:
     test_k: int = 1
     max_difficulty: int | None = None
     alpha: float = 0.05
-    flip_budget: float = 0.25
+    flip_budget: float = 0.1
     temperature: float = 0.7
     max_turns: int = 8
+    max_reply_tokens: int = 64
     concurrency: int = 16
     seed: int = 0
     reflector: str | None = None
@@ -142,7 +144,11 @@ class _Run:
     ) -> list[Trajectory]:
         """Roll ``agent`` out on ``tasks`` (resuming), store every episode, return all of them."""
         config = RolloutConfig(
-            k=k, concurrency=self.config.concurrency, seed=seed, first_sample=first
+            k=k,
+            concurrency=self.config.concurrency,
+            max_reply_tokens=self.config.max_reply_tokens,
+            seed=seed,
+            first_sample=first,
         )
         done = self.store.done_keys(self.run_id, agent.version)
         model = None if agent.scripted else self.model_for(agent)

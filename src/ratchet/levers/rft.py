@@ -85,8 +85,8 @@ class RftLever:
         max_examples: Most successes trained on (the newest are kept).
     """
 
-    steps: int = 60
-    batch_size: int = 8
+    steps: int = 30
+    batch_size: int = 4
     learning_rate: float = 1e-3
     lora_rank: int = 16
     max_examples: int = 512
@@ -133,11 +133,10 @@ def train_lora(
     """Fine-tune a LoRA adapter on ``examples`` with TRL and save it to ``out``."""
     import datasets
     import peft
-    import transformers
     import trl
 
-    transformers.logging.set_verbosity_error()
-    logging.getLogger("trl").setLevel(logging.ERROR)
+    for noisy in ("transformers", "trl", "peft"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     dataset = datasets.Dataset.from_list(
         [{"input_ids": e.input_ids, "assistant_masks": e.assistant_masks} for e in examples]

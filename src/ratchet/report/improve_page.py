@@ -265,7 +265,7 @@ def _gate_section(summary: dict[str, Any]) -> str:
                 [
                     f"{candidate['incumbent_pass']:.2f} → {candidate['candidate_pass']:.2f}",
                     f"{candidate['probe_gain'] * 100:+.0f} pts",
-                    f"{candidate['p_value']:.4f}",
+                    "< 0.0001" if candidate["p_value"] < 0.0001 else f"{candidate['p_value']:.4f}",
                     f"{candidate['flips_fail_to_pass']}",
                     f"{candidate['flips_pass_to_fail']} / {candidate.get('flip_limit', '?')}",
                 ]
