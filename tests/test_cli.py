@@ -44,10 +44,11 @@ def test_bad_options_are_clear_errors():
     assert bad_level.exit_code == 2 and "difficulty for calc must be in 1..5" in bad_level.output
 
 
-def test_eval_oracle_and_null_json():
-    oracle = runner.invoke(app, ["eval", "calc", "--agent", "oracle", "-n", "10", "--json"])
+def test_eval_oracle_and_null_json(tmp_path):
+    out = ["--out", str(tmp_path)]
+    oracle = runner.invoke(app, ["eval", "calc", "--agent", "oracle", "-n", "10", "--json", *out])
     assert oracle.exit_code == 0, oracle.output
-    record = json.loads(oracle.output)
+    record = json.loads(oracle.stdout)
     assert record["pass@1"] == 1.0 and record["agent"] == "oracle" and record["n"] == 10
     assert set(record) >= {
         "env",
@@ -62,8 +63,9 @@ def test_eval_oracle_and_null_json():
         "seconds_per_task",
         "by_difficulty",
     }
-    null = runner.invoke(app, ["eval", "calc", "--agent", "null", "-n", "10", "--json"])
-    assert json.loads(null.output)["pass@1"] == 0.0
+    null = runner.invoke(app, ["eval", "calc", "--agent", "null", "-n", "10", "--json", *out])
+    assert json.loads(null.stdout)["pass@1"] == 0.0
+    assert (tmp_path / "report" / "index.html").exists()
 
 
 def test_eval_rejects_bad_agents_and_models():

@@ -1,8 +1,8 @@
 import json
 
 import pytest
-from fakes import learning_model
 
+from fakes import learning_model
 from ratchet.envs.calc import env
 from ratchet.improve import ImproveConfig, improve
 from ratchet.store import Store
@@ -28,7 +28,16 @@ def quiet(line):
 def test_exemplars_are_accepted_and_the_summary_says_so(tmp_path):
     summary = improve(CONFIG, env, tmp_path, lambda agent, directory: learning_model(), log=quiet)
     assert summary == json.loads((tmp_path / "summary.json").read_text())
-    assert set(summary) >= {"env", "model", "levers", "base", "final", "rounds", "seconds", "tokens"}
+    assert set(summary) >= {
+        "env",
+        "model",
+        "levers",
+        "base",
+        "final",
+        "rounds",
+        "seconds",
+        "tokens",
+    }
     assert set(summary["base"]) >= {"pass@1", "pass^k", "mean_score", "n"}
     first = summary["rounds"][0]
     assert set(first) >= {"round", "candidates", "seconds", "tokens"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import webbrowser
 from dataclasses import replace
 from importlib.metadata import version as package_version
 from pathlib import Path
@@ -148,25 +149,13 @@ def load_model(spec: str, base_url: str | None, adapter: Path | None) -> Model:
 
 
 def _print_metrics(title: str, metrics: Metrics) -> None:
-    table = Table(
-        "difficulty",
-        "tasks",
-        "pass@1",
-        f"pass@{metrics.k}",
-        f"pass^{metrics.k}",
-        "mean score",
-        title=title,
-    )
+    repeated = metrics.k > 1  # pass@k and pass^k only differ from pass@1 with several samples
+    columns = ["pass@1", f"pass@{metrics.k}", f"pass^{metrics.k}"] if repeated else ["pass@1"]
+    table = Table("difficulty", "tasks", *columns, "mean score", title=title)
     rows = [(str(d), m) for d, m in sorted(metrics.by_difficulty.items())] + [("all", metrics)]
     for label, m in rows:
-        table.add_row(
-            label,
-            str(m.n),
-            f"{m.pass_at_1:.3f}",
-            f"{m.pass_at_k:.3f}",
-            f"{m.pass_hat_k:.3f}",
-            f"{m.mean_score:.3f}",
-        )
+        rates = [m.pass_at_1, m.pass_at_k, m.pass_hat_k] if repeated else [m.pass_at_1]
+        table.add_row(label, str(m.n), *(f"{r:.3f}" for r in rates), f"{m.mean_score:.3f}")
     console.print(table)
     low, high = metrics.ci95
     console.print(
@@ -190,6 +179,9 @@ def evaluate(
     difficulty: Annotated[int | None, typer.Option(min=1, help="Only this difficulty.")] = None,
     seed: Annotated[int, typer.Option(help="Seed for tasks and sampling.")] = 0,
     concurrency: Annotated[int, typer.Option(min=1, help="Episodes per model batch.")] = 16,
+    out: Annotated[Path, typer.Option(help="Store the episodes and the report here.")] = Path(
+        "runs/eval"
+    ),
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
@@ -206,7 +198,18 @@ def evaluate(
     if not chosen.scripted:
         backend = load_model(chosen.model, base_url, chosen.adapter_path(directory))
     config = RolloutConfig(k=k, concurrency=concurrency, seed=seed)
-    with progress_bars(enabled=not (quiet or as_json)) as progress:
+    settings = {
+        "env": env_name,
+        "agent": agent,
+        "model": chosen.model,
+        "split": split,
+        "n": n,
+        "k": k,
+        "difficulty": difficulty,
+        "seed": seed,
+    }
+    with Store(out) as store, progress_bars(enabled=not (quiet or as_json)) as progress:
+        run_id = store.start_run("eval", settings)
         try:
             trajectories = rollout(
                 env,
@@ -214,12 +217,16 @@ def evaluate(
                 chosen,
                 backend,
                 config,
+                on_trajectory=lambda t: store.add_trajectory(run_id, t),
                 progress=progress,
                 description=f"eval {env_name}",
             )
         except ModelError as exc:
+            store.finish_run(run_id, "failed")
             fail(str(exc))
+        store.finish_run(run_id, "done")
     metrics = summarize(trajectories, k)
+    page = _write_report(out)
     if as_json:
         record = {
             "env": env_name,
@@ -229,8 +236,10 @@ def evaluate(
             **metrics.to_dict(),
         }
         typer.echo(json.dumps(record))
+        errors.print(f"report: {page}")
         return
     _print_metrics(f"ratchet eval {env_name} --agent {agent} ({split})", metrics)
+    console.print(f"report: {page}")
 
 
 @app.command()
@@ -318,6 +327,7 @@ def improve(
             fail(str(exc))
     _print_comparison(summary)
     console.print(f"summary: {out / 'summary.json'}")
+    console.print(f"report: {_write_report(out)}")
 
 
 def _print_comparison(summary: dict[str, Any]) -> None:
@@ -446,3 +456,28 @@ def export(
     else:
         to_dataset(chosen).save_to_disk(str(out))
     console.print(f"exported {len(chosen)} trajectories to {out}")
+
+
+@app.command()
+def report(
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="An improve or eval run.")],
+    open_browser: Annotated[
+        bool, typer.Option("--open", help="Open the report in a web browser.")
+    ] = False,
+) -> None:
+    """Write the HTML report of a run to RUN_DIR/report/index.html."""
+    page = _write_report(run_dir)
+    console.print(f"report: {page}")
+    if open_browser:
+        webbrowser.open(page.resolve().as_uri())
+
+
+def _write_report(run_dir: Path) -> Path:
+    try:
+        from ratchet.report import ReportError, write_report
+    except ImportError as exc:
+        fail(f"the report needs the report extra (pip install 'ratchet[report]'): {exc}")
+    try:
+        return write_report(run_dir)
+    except ReportError as exc:
+        fail(str(exc))

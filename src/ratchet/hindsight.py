@@ -8,15 +8,22 @@ learn from before any real task is solved (Learn-by-interact, hindsight experien
 An episode that never submitted anything is also read as if it had stopped after one of its
 last successful actions and reported that action's result with ``finish``: the agent saw the
 result, so stopping there was open to it. Those variants are tried after the episode as it was.
+
+The relabelled episode drops the actions that failed and the exact repeats of earlier actions
+(when the replay still passes without them), so exploration's stumbles do not become lessons.
+Nothing else is dropped: a verifier that reads only the final answer would accept an episode
+stripped of the very tool calls that produced it, and that would teach guessing.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from ratchet.agent import Agent
 from ratchet.env import FINISH, Env
 from ratchet.harness import system_message
+from ratchet.task import Task
 from ratchet.tool import ToolCall
 from ratchet.trajectory import Trajectory, play
 
@@ -40,10 +47,15 @@ def relabel(
             continue
         if task is None:
             continue
-        actions = [step.call for step in candidate.steps if step.call is not None]
-        replay = play(env, task, actions, agent=trajectory.agent)
+        replay = play(env, task, _essential(env, task, candidate), agent=trajectory.agent)
         if replay.passed:
-            return _as_agent(replay, trajectory, agent)
+            return replace(
+                replay,
+                messages=(system_message(agent), *replay.messages),
+                model=trajectory.model,
+                sample=trajectory.sample,
+                metadata={"hindsight": True, "source_task": trajectory.task.id},
+            )
     return None
 
 
@@ -61,11 +73,16 @@ def _variants(trajectory: Trajectory, stopped_early: int) -> list[list[ToolCall]
     return variants
 
 
-def _as_agent(replay: Trajectory, source: Trajectory, agent: Agent) -> Trajectory:
-    return replace(
-        replay,
-        messages=(system_message(agent), *replay.messages),
-        model=source.model,
-        sample=source.sample,
-        metadata={"hindsight": True, "source_task": source.task.id},
-    )
+def _essential(env: Env, task: Task, trajectory: Trajectory) -> list[ToolCall]:
+    """The trajectory's calls without failed ones and exact repeats, if that still passes."""
+    everything = [step.call for step in trajectory.steps if step.call is not None]
+    seen: set[str] = set()
+    kept: list[ToolCall] = []
+    for step in trajectory.steps:
+        if step.call is None or step.failed:
+            continue
+        key = json.dumps([step.call.name, step.call.arguments], sort_keys=True)
+        if key not in seen:
+            kept.append(step.call)
+        seen.add(key)
+    return kept if play(env, task, kept).passed else everything

@@ -1,12 +1,12 @@
 import json
 import re
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 import ratchet.envs.calc
+from fakes import learning_model
 from ratchet.improve import ImproveConfig, improve
 from ratchet.report import ReportError, trajectory_page, write_report
 from ratchet.store import Store
@@ -16,16 +16,6 @@ from ratchet.trajectory import play
 TESTS_DIR = Path(__file__).resolve().parents[1]
 ARTIFACTS = TESTS_DIR.parent / "test-artifacts"
 URL_ATTRIBUTE = re.compile(r"""\b(?:src|href)\s*=\s*["']([^"']*)["']""", re.IGNORECASE)
-
-
-def learning_model(skilled: float = 0.9, unskilled: float = 0.1):  # type: ignore[no-untyped-def]
-    # The shared fakes live beside the top-level tests, which pytest does not put on sys.path
-    # for a test in a subdirectory.
-    if str(TESTS_DIR) not in sys.path:
-        sys.path.insert(0, str(TESTS_DIR))
-    from fakes import learning_model as make
-
-    return make(skilled=skilled, unskilled=unskilled)
 
 
 def make_run(out: Path, skilled: float = 0.9, unskilled: float = 0.1) -> Path:

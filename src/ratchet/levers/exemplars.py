@@ -16,7 +16,8 @@ from ratchet.trajectory import Trajectory
 
 def to_exemplar(trajectory: Trajectory) -> Exemplar:
     """Keep the turns after the task message: the calls and results that solved it."""
-    turns = tuple(m for m in trajectory.messages[2:] if m["role"] in ("assistant", "tool"))
+    start = next(i for i, m in enumerate(trajectory.messages) if m["role"] == "user") + 1
+    turns = tuple(m for m in trajectory.messages[start:] if m["role"] in ("assistant", "tool"))
     task = trajectory.task
     return Exemplar(task.env, task.family, task.difficulty, task.instruction, turns)
 
