@@ -23,7 +23,11 @@ def test_an_unfinished_exploration_becomes_a_minimal_verified_success():
     assert not wandering.passed and not wandering.terminated
     relabelled = relabel(env, wandering, AGENT)
     assert relabelled is not None and relabelled.passed
-    assert relabelled.task.instruction == "Compute (2 + 33) * 2."
+    assert relabelled.task.params == {
+        "start": 2,
+        "steps": [["add", 33], ["multiply", 2]],
+        "answer": 70,
+    }
     assert relabelled.task.split == "train"
     assert [s.call.name for s in relabelled.steps if s.call] == ["add", "multiply", "finish"]
     assert relabelled.messages[0]["role"] == "system"

@@ -276,6 +276,7 @@ def improve(
     curve: Annotated[
         bool, typer.Option(help="Test every accepted version (learning curve).")
     ] = True,
+    rft_steps: Annotated[int, typer.Option(min=1, help="LoRA steps per rft proposal.")] = 20,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
 ) -> None:
     """Improve an agent: practise, learn with levers, keep only what beats the incumbent."""
@@ -300,6 +301,7 @@ def improve(
         seed=seed,
         reflector=reflector,
         curve=curve,
+        rft_steps=rft_steps,
     )
     cache: dict[tuple[str, str | None], Model] = {}
 

@@ -72,6 +72,7 @@ class ImproveConfig:
         seed: Master seed.
         reflector: Model reference for the insights lever (default: the agent's model).
         curve: Evaluate every newly accepted version on the test split, for the learning curve.
+        rft_steps: Optimiser steps of each ``rft`` proposal.
     """
 
     env: str
@@ -94,6 +95,7 @@ class ImproveConfig:
     seed: int = 0
     reflector: str | None = None
     curve: bool = True
+    rft_steps: int = 20
 
     def to_dict(self) -> dict[str, Any]:
         """Return the settings as JSON-serialisable data."""
@@ -211,7 +213,7 @@ def improve(
         ValueError: If ``out`` holds another run and ``resume`` is false, or holds no run (or
             one with other settings) and ``resume`` is true, or a lever name is unknown.
     """
-    levers = make_levers(config.levers)
+    levers = make_levers(config.levers, {"rft": {"steps": config.rft_steps}})
     out.mkdir(parents=True, exist_ok=True)
     store = Store(out)
     try:

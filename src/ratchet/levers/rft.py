@@ -3,20 +3,25 @@
 Keep the training episodes the verifier passed (hindsight relabels included, which is how a
 cold start with no real success still has data), render each exactly as the ``local`` backend
 prompts the model, and fine-tune a LoRA adapter on the assistant turns only: every other token
-is masked out of the loss, and so is any assistant turn whose action failed. Training goes
-through TRL's ``SFTTrainer`` on a pre-tokenised dataset whose ``assistant_masks`` column TRL
-turns into labels (-100 outside the mask). Each round trains a fresh adapter from the base
-weights on all successes so far, as in expert iteration, so adapters never compound drift.
+is masked out of the loss, and so is any assistant turn whose action failed: labels are -100
+outside the mask, the convention transformers' loss (and TRL's ``assistant_masks``) follows.
+Each round trains a fresh peft LoRA adapter from the base weights on all successes so far, as
+in expert iteration, so adapters never compound drift.
+
+The optimisation loop is the plain masked-LM loop rather than TRL's ``SFTTrainer``: on CPU the
+trainer's per-token entropy and accuracy logging over the whole vocabulary tripled the step
+time (measured here: about 15 s against 5 s per step of 4 sequences of 350 tokens).
 """
 
 from __future__ import annotations
 
-import logging
-import os
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from rich.progress import Progress
 
 from ratchet.agent import Agent
 from ratchet.levers import LeverContext
@@ -113,12 +118,14 @@ class RftLever:
         if not examples:
             return None
         adapter = context.workdir / ADAPTER_DIR
-        train_lora(model, tokenizer, examples, adapter, self, context.seed)
+        losses = train_lora(
+            model, tokenizer, examples, adapter, self, context.seed, context.progress
+        )
         return context.incumbent.derive(
             context.version,
             self.name,
             adapter=ADAPTER_DIR,
-            notes={"trained_on": len(examples), "steps": self.steps},
+            notes={"trained_on": len(examples), "steps": self.steps, "losses": losses},
         )
 
 
@@ -129,35 +136,14 @@ def train_lora(
     out: Path,
     settings: RftLever,
     seed: int,
-) -> None:
-    """Fine-tune a LoRA adapter on ``examples`` with TRL and save it to ``out``."""
-    import datasets
+    progress: Progress | None = None,
+) -> list[float]:
+    """Fine-tune a LoRA adapter on ``examples``, save it to ``out`` and return the losses."""
     import peft
-    import trl
+    import torch
+    import transformers
 
-    for noisy in ("transformers", "trl", "peft"):
-        logging.getLogger(noisy).setLevel(logging.ERROR)
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    dataset = datasets.Dataset.from_list(
-        [{"input_ids": e.input_ids, "assistant_masks": e.assistant_masks} for e in examples]
-    )
-    config = trl.SFTConfig(
-        output_dir=str(out.parent / "trainer"),
-        max_steps=settings.steps,
-        per_device_train_batch_size=settings.batch_size,
-        learning_rate=settings.learning_rate,
-        lr_scheduler_type="cosine",
-        warmup_steps=max(1, settings.steps // 10),
-        logging_steps=max(1, settings.steps // 5),
-        save_strategy="no",
-        report_to=[],
-        use_cpu=True,
-        bf16=True,
-        seed=seed,
-        dataloader_num_workers=0,
-        disable_tqdm=True,
-        max_length=None,
-    )
+    torch.manual_seed(seed)
     lora = peft.LoraConfig(
         r=settings.lora_rank,
         lora_alpha=2 * settings.lora_rank,
@@ -165,12 +151,54 @@ def train_lora(
         target_modules=LORA_TARGETS,
         task_type="CAUSAL_LM",
     )
-    trainer = trl.SFTTrainer(
-        model=model,
-        args=config,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=lora,
+    trainable = peft.get_peft_model(model, lora)
+    trainable.train()
+    parameters = [p for p in trainable.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(parameters, lr=settings.learning_rate, weight_decay=0.0)
+    schedule = transformers.get_cosine_schedule_with_warmup(
+        optimizer, max(1, settings.steps // 10), settings.steps
     )
-    trainer.train()
-    trainer.model.save_pretrained(out)
+    order: list[int] = []
+    rng = random.Random(seed)
+    losses = []
+    bar = progress.add_task("rft training", total=settings.steps) if progress else None
+    for _ in range(settings.steps):
+        if len(order) < settings.batch_size:
+            order += rng.sample(range(len(examples)), len(examples))
+        batch = [examples[order.pop()] for _ in range(min(settings.batch_size, len(examples)))]
+        inputs = _collate(batch, int(tokenizer.pad_token_id or 0))
+        loss = trainable(**inputs).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+        losses.append(float(loss))
+        if progress is not None and bar is not None:
+            progress.update(bar, advance=1, description=f"rft training (loss {losses[-1]:.3f})")
+    trainable.save_pretrained(str(out))
+    return losses
+
+
+def _collate(batch: Sequence[Example], pad_id: int) -> dict[str, Any]:
+    """Right-pad a batch; labels are the ids where the mask is 1 and -100 elsewhere."""
+    import torch
+
+    width = max(len(e.input_ids) for e in batch)
+    ids, labels, attention = [], [], []
+    for example in batch:
+        padding = width - len(example.input_ids)
+        ids.append(example.input_ids + [pad_id] * padding)
+        labels.append(
+            [
+                t if m else -100
+                for t, m in zip(example.input_ids, example.assistant_masks, strict=True)
+            ]
+            + [-100] * padding
+        )
+        attention.append([1] * len(example.input_ids) + [0] * padding)
+    return {
+        "input_ids": torch.tensor(ids),
+        "labels": torch.tensor(labels),
+        "attention_mask": torch.tensor(attention),
+    }

@@ -96,13 +96,18 @@ def _sample(rng: random.Random, difficulty: int) -> TaskSpec:
             operand = rng.randint(1, 50)
         value = int(_APPLY[op](value, operand))
         steps.append((op, operand))
+    return _phrase(rng, start, steps, value)
+
+
+def _phrase(rng: random.Random, start: int, steps: list[tuple[str, int]], value: int) -> TaskSpec:
+    """Word the chain ``start (op operand)...`` as an expression or as a story, at random."""
     params: dict[str, Any] = {"start": start, "steps": [list(s) for s in steps], "answer": value}
     if rng.random() < 0.5:
-        return TaskSpec(f"Compute {_expression(start, steps)}.", params, "expression")
+        return TaskSpec(f"Compute {_expression(start, steps)}.", params, "expression", len(steps))
     who, thing = rng.choice(_NAMES), rng.choice(_THINGS)
     story = ", then ".join(_WORD[op].format(who=who, n=n) for op, n in steps)
     text = f"{who} has {start} {thing}. Then {story}. How many {thing} does {who} have now?"
-    return TaskSpec(text, params, "word")
+    return TaskSpec(text, params, "word", len(steps))
 
 
 def _expression(start: int, steps: list[tuple[str, int]]) -> str:
@@ -155,9 +160,9 @@ def relabel(trajectory: Trajectory) -> TaskSpec | None:
     ``max_difficulty`` operations are kept (the value before them becomes the start).
 
     Returns:
-        An ``expression`` task such as ``"Compute (3 + 4) * 2."`` whose difficulty is the
-        number of operations, or ``None`` if the trajectory never finished, computed no chain,
-        or submitted anything but the chain's final value.
+        A task such as ``"Compute (3 + 4) * 2."`` (or the same chain told as a story) whose
+        difficulty is the number of operations, or ``None`` if the trajectory never finished,
+        computed no chain, or submitted anything but the chain's final value.
     """
     values: list[int] = []
     steps: list[tuple[str, int]] = []
@@ -192,8 +197,9 @@ def relabel(trajectory: Trajectory) -> TaskSpec | None:
         value = int(_APPLY[op](value, operand))
     if answer != value or value != values[-1]:
         return None
-    params: dict[str, Any] = {"start": start, "steps": [list(s) for s in kept], "answer": value}
-    return TaskSpec(f"Compute {_expression(start, kept)}.", params, "expression", len(kept))
+    # Worded like a sampled task (expression or story), chosen by the chain itself so the same
+    # episode always gets the same task.
+    return _phrase(random.Random(f"{start}:{kept}"), start, kept, value)
 
 
 env: SimpleEnv[None] = SimpleEnv(
