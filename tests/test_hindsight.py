@@ -21,8 +21,10 @@ def test_an_unfinished_exploration_becomes_a_minimal_verified_success():
         ),
     )
     assert not wandering.passed and not wandering.terminated
-    relabelled = relabel(env, wandering, AGENT)
-    assert relabelled is not None and relabelled.passed
+    found = relabel(env, wandering, AGENT)
+    assert [len(r.task.params["steps"]) for r in found] == [2, 1]  # the whole chain, then 2 + 33
+    relabelled = found[0]
+    assert relabelled.passed
     assert relabelled.task.params == {
         "start": 2,
         "steps": [["add", 33], ["multiply", 2]],
@@ -36,10 +38,10 @@ def test_an_unfinished_exploration_becomes_a_minimal_verified_success():
 
 def test_a_wrong_submission_is_not_relabelled_and_successes_are_left_alone():
     wrong = play(env, TASK, calls(("add", {"a": 1, "b": 2}), ("finish", {"answer": "7"})))
-    assert wrong.terminated and relabel(env, wrong, AGENT) is None
+    assert wrong.terminated and relabel(env, wrong, AGENT) == []
     solved = play(env, TASK, env.oracle(TASK))
-    assert relabel(env, solved, AGENT) is None
+    assert relabel(env, solved, AGENT) == []
 
 
 def test_nothing_done_gives_nothing():
-    assert relabel(env, play(env, TASK, []), AGENT) is None
+    assert relabel(env, play(env, TASK, []), AGENT) == []

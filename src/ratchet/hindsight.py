@@ -30,33 +30,35 @@ from ratchet.trajectory import Trajectory, play
 
 def relabel(
     env: Env, trajectory: Trajectory, agent: Agent, stopped_early: int = 3
-) -> Trajectory | None:
-    """Return ``trajectory``'s actions replayed as a verified success on the task they solve.
+) -> list[Trajectory]:
+    """Return ``trajectory``'s actions replayed as verified successes on the tasks they solve.
 
-    The result carries the agent's system message, as if the agent had been given that task,
-    and ``metadata["hindsight"]`` naming the task it came from. ``None`` if the env names no
-    task or the replay does not pass.
+    One success per distinct task: the episode as it was and each early-finished variant may
+    name a different one (a chain of three operations also contains a chain of one). Each
+    carries the agent's system message, as if the agent had been given that task, and
+    ``metadata["hindsight"]`` naming the task it came from.
     """
     if trajectory.passed or trajectory.error is not None:
-        return None
+        return []
+    found: dict[str, Trajectory] = {}
     for calls in _variants(trajectory, stopped_early):
         candidate = trajectory if calls is None else play(env, trajectory.task, calls)
         try:
             task = env.describe(candidate)
         except Exception:  # a relabeller bug must not end the run; the episode stays a failure
             continue
-        if task is None:
+        if task is None or task.id in found:
             continue
         replay = play(env, task, _essential(env, task, candidate), agent=trajectory.agent)
         if replay.passed:
-            return replace(
+            found[task.id] = replace(
                 replay,
                 messages=(system_message(agent), *replay.messages),
                 model=trajectory.model,
                 sample=trajectory.sample,
                 metadata={"hindsight": True, "source_task": trajectory.task.id},
             )
-    return None
+    return list(found.values())
 
 
 def _variants(trajectory: Trajectory, stopped_early: int) -> list[list[ToolCall] | None]:

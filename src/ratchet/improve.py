@@ -307,7 +307,7 @@ def _round(
     tasks = _round_tasks(run, number)
     first = (number - 1) * config.train_k
     explored = run.play(incumbent, tasks, config.train_k, config.seed + number, "train", first)
-    relabelled = [r for t in explored if (r := relabel(run.env, t, incumbent)) is not None]
+    relabelled = [r for t in explored for r in relabel(run.env, t, incumbent)]
     store.add_trajectories(run.run_id, relabelled)
     experience = [t for _, t in store.trajectories(run.run_id, split="train")]
     run.log(
