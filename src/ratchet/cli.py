@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import webbrowser
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -25,7 +25,7 @@ from ratchet.models.base import Model, ModelError, make_model
 from ratchet.registry import EnvLoadError, UnknownEnvError, env_names, make_env
 from ratchet.rollout import RolloutConfig, progress_bars, rollout
 from ratchet.store import Store, StoreError
-from ratchet.task import SPLITS, Split
+from ratchet.task import SPLITS, Split, Task
 
 app = typer.Typer(
     name="ratchet",
@@ -34,6 +34,21 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+# Options shared by several commands, declared once.
+EnvName = Annotated[str, typer.Argument(metavar="ENV", help="Env name, e.g. calc.")]
+AgentRef = Annotated[str, typer.Option(help="base, oracle, null or an agent directory.")]
+ModelRef = Annotated[
+    str | None, typer.Option(help="local, local:PATH, openai:NAME or fake (default: local).")
+]
+BaseUrl = Annotated[str | None, typer.Option(help="Server URL for openai models.")]
+TaskCount = Annotated[int, typer.Option("-n", min=1, help="How many tasks.")]
+Samples = Annotated[int, typer.Option("-k", min=1, help="Samples per task.")]
+Difficulty = Annotated[int | None, typer.Option(min=1, help="Only this difficulty.")]
+Seed = Annotated[int, typer.Option(help="Seed for tasks and sampling.")]
+Concurrency = Annotated[int, typer.Option(min=1, help="Episodes per model batch.")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+
+
 console = Console()
 errors = Console(stderr=True)
 
@@ -92,7 +107,7 @@ def envs() -> None:
 
 @app.command()
 def tasks(
-    env_name: Annotated[str, typer.Argument(metavar="ENV", help="Env name, e.g. calc.")],
+    env_name: EnvName,
     split: Annotated[str, typer.Option(help="train, probe or test.")] = "train",
     n: Annotated[int, typer.Option("-n", min=0, help="How many tasks.")] = 5,
     difficulty: Annotated[
@@ -119,7 +134,7 @@ def tasks(
 
 @app.command()
 def check(
-    env_name: Annotated[str, typer.Argument(metavar="ENV", help="Env name, e.g. calc.")],
+    env_name: EnvName,
     n: Annotated[int, typer.Option("-n", min=1, help="Test tasks per policy.")] = 200,
     seed: Annotated[int, typer.Option(help="Seed for drawing tasks.")] = 0,
 ) -> None:
@@ -148,6 +163,52 @@ def load_model(spec: str, base_url: str | None, adapter: Path | None) -> Model:
         fail(str(exc))
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What ``eval`` and ``run`` play: the agent, its directory, the tasks, the settings."""
+
+    agent: Agent
+    directory: Path | None
+    tasks: list[Task]
+    settings: dict[str, Any]
+
+
+def _plan(
+    env: Env,
+    agent: str,
+    model: str | None,
+    split: str,
+    n: int,
+    difficulty: int | None,
+    seed: int,
+) -> _Plan:
+    """Resolve the agent and draw the tasks, or exit with a clear message."""
+    try:
+        chosen, directory = load_agent(agent, model or "local")
+        tasks = env.tasks(parse_split(split), n, seed=seed, difficulty=difficulty)
+    except ValueError as exc:
+        fail(str(exc))
+    if model is not None:
+        chosen = replace(chosen, model=model)
+    settings = {
+        "env": env.name,
+        "agent": agent,
+        "model": chosen.model,
+        "split": split,
+        "n": n,
+        "difficulty": difficulty,
+        "seed": seed,
+    }
+    return _Plan(chosen, directory, tasks, settings)
+
+
+def _backend(plan: _Plan, base_url: str | None) -> Model | None:
+    """The plan's model backend (``None`` for scripted agents)."""
+    if plan.agent.scripted:
+        return None
+    return load_model(plan.agent.model, base_url, plan.agent.adapter_path(plan.directory))
+
+
 def _print_metrics(title: str, metrics: Metrics) -> None:
     repeated = metrics.k > 1  # pass@k and pass^k only differ from pass@1 with several samples
     columns = ["pass@1", f"pass@{metrics.k}", f"pass^{metrics.k}"] if repeated else ["pass@1"]
@@ -167,47 +228,29 @@ def _print_metrics(title: str, metrics: Metrics) -> None:
 
 @app.command("eval")
 def evaluate(
-    env_name: Annotated[str, typer.Argument(metavar="ENV", help="Env name, e.g. calc.")],
-    agent: Annotated[str, typer.Option(help="base, oracle, null or an agent directory.")] = "base",
-    model: Annotated[
-        str | None, typer.Option(help="local, local:PATH, openai:NAME or fake (default: local).")
-    ] = None,
-    base_url: Annotated[str | None, typer.Option(help="Server URL for openai models.")] = None,
+    env_name: EnvName,
+    agent: AgentRef = "base",
+    model: ModelRef = None,
+    base_url: BaseUrl = None,
     split: Annotated[str, typer.Option(help="train, probe or test.")] = "test",
-    n: Annotated[int, typer.Option("-n", min=1, help="How many tasks.")] = 50,
-    k: Annotated[int, typer.Option("-k", min=1, help="Samples per task.")] = 1,
-    difficulty: Annotated[int | None, typer.Option(min=1, help="Only this difficulty.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed for tasks and sampling.")] = 0,
-    concurrency: Annotated[int, typer.Option(min=1, help="Episodes per model batch.")] = 16,
+    n: TaskCount = 50,
+    k: Samples = 1,
+    difficulty: Difficulty = None,
+    seed: Seed = 0,
+    concurrency: Concurrency = 16,
     out: Annotated[Path, typer.Option(help="Store the episodes and the report here.")] = Path(
         "runs/eval"
     ),
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: Quiet = False,
 ) -> None:
     """Evaluate an agent: pass@1, pass@k, pass^k, mean score, CI, cost, per difficulty."""
     env = load_env(env_name)
-    try:
-        chosen, directory = load_agent(agent, model or "local")
-        tasks = env.tasks(parse_split(split), n, seed=seed, difficulty=difficulty)
-    except ValueError as exc:
-        fail(str(exc))
-    if model is not None:
-        chosen = replace(chosen, model=model)
-    backend = None
-    if not chosen.scripted:
-        backend = load_model(chosen.model, base_url, chosen.adapter_path(directory))
+    plan = _plan(env, agent, model, split, n, difficulty, seed)
+    backend = _backend(plan, base_url)
+    chosen, tasks = plan.agent, plan.tasks
     config = RolloutConfig(k=k, concurrency=concurrency, seed=seed)
-    settings = {
-        "env": env_name,
-        "agent": agent,
-        "model": chosen.model,
-        "split": split,
-        "n": n,
-        "k": k,
-        "difficulty": difficulty,
-        "seed": seed,
-    }
+    settings = {**plan.settings, "k": k}
     with Store(out) as store, progress_bars(enabled=not (quiet or as_json)) as progress:
         run_id = store.start_run("eval", settings)
         try:
@@ -244,13 +287,13 @@ def evaluate(
 
 @app.command()
 def improve(
-    env_name: Annotated[str, typer.Argument(metavar="ENV", help="Env name, e.g. calc.")],
+    env_name: EnvName,
     levers: Annotated[
         str, typer.Option(help="Comma-separated levers: exemplars, insights, rft.")
     ] = "exemplars,rft",
     rounds: Annotated[int, typer.Option(min=1, help="Improvement rounds.")] = 2,
     model: Annotated[str, typer.Option(help="local, local:PATH, openai:NAME or fake.")] = "local",
-    base_url: Annotated[str | None, typer.Option(help="Server URL for openai models.")] = None,
+    base_url: BaseUrl = None,
     reflector: Annotated[
         str | None, typer.Option(help="Model for the insights lever (default: --model).")
     ] = None,
@@ -271,13 +314,13 @@ def improve(
     ] = 0.1,
     max_turns: Annotated[int, typer.Option(min=1, help="Turn budget per episode.")] = 4,
     max_reply_tokens: Annotated[int, typer.Option(min=8, help="Cap on tokens per reply.")] = 48,
-    concurrency: Annotated[int, typer.Option(min=1, help="Episodes per model batch.")] = 16,
+    concurrency: Concurrency = 16,
     seed: Annotated[int, typer.Option(help="Master seed.")] = 0,
     curve: Annotated[
         bool, typer.Option(help="Test every accepted version (learning curve).")
     ] = True,
     rft_steps: Annotated[int, typer.Option(min=1, help="LoRA steps per rft proposal.")] = 20,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: Quiet = False,
 ) -> None:
     """Improve an agent: practise, learn with levers, keep only what beats the incumbent."""
     env = load_env(env_name)
@@ -349,49 +392,31 @@ def _print_comparison(summary: dict[str, Any]) -> None:
 
 @app.command()
 def run(
-    env_name: Annotated[str, typer.Argument(metavar="ENV", help="Env name, e.g. calc.")],
+    env_name: EnvName,
     out: Annotated[Path, typer.Option(help="Store directory to collect into.")],
-    agent: Annotated[str, typer.Option(help="base, oracle, null or an agent directory.")] = "base",
-    model: Annotated[
-        str | None, typer.Option(help="local, local:PATH, openai:NAME or fake (default: local).")
-    ] = None,
-    base_url: Annotated[str | None, typer.Option(help="Server URL for openai models.")] = None,
+    agent: AgentRef = "base",
+    model: ModelRef = None,
+    base_url: BaseUrl = None,
     split: Annotated[str, typer.Option(help="train, probe or test.")] = "train",
-    n: Annotated[int, typer.Option("-n", min=1, help="How many tasks.")] = 50,
-    k: Annotated[int, typer.Option("-k", min=1, help="Samples per task.")] = 1,
-    difficulty: Annotated[int | None, typer.Option(min=1, help="Only this difficulty.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed for tasks and sampling.")] = 0,
-    concurrency: Annotated[int, typer.Option(min=1, help="Episodes per model batch.")] = 16,
+    n: TaskCount = 50,
+    k: Samples = 1,
+    difficulty: Difficulty = None,
+    seed: Seed = 0,
+    concurrency: Concurrency = 16,
     resume: Annotated[bool, typer.Option(help="Continue the identical run in --out.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")] = False,
+    quiet: Quiet = False,
 ) -> None:
     """Collect trajectories into a store (resumable with --resume)."""
     env = load_env(env_name)
-    try:
-        chosen, directory = load_agent(agent, model or "local")
-        tasks = env.tasks(parse_split(split), n, seed=seed, difficulty=difficulty)
-    except ValueError as exc:
-        fail(str(exc))
-    if model is not None:
-        chosen = replace(chosen, model=model)
-    settings = {
-        "env": env_name,
-        "agent": agent,
-        "model": chosen.model,
-        "split": split,
-        "n": n,
-        "k": k,
-        "difficulty": difficulty,
-        "seed": seed,
-    }
+    plan = _plan(env, agent, model, split, n, difficulty, seed)
+    chosen, tasks = plan.agent, plan.tasks
+    settings = {**plan.settings, "k": k}
     with Store(out) as store:
         previous = [r for r in store.runs(kind="run") if r.config == settings]
         if previous and not resume:
             fail(f"{out} already holds this run ({previous[0].id}); add --resume to continue it")
         run_id = previous[0].id if previous else store.start_run("run", settings)
-        backend = None
-        if not chosen.scripted:
-            backend = load_model(chosen.model, base_url, chosen.adapter_path(directory))
+        backend = _backend(plan, base_url)
         config = RolloutConfig(k=k, concurrency=concurrency, seed=seed)
         with progress_bars(enabled=not quiet) as progress:
             try:
