@@ -290,7 +290,7 @@ def improve(
     env_name: EnvName,
     levers: Annotated[
         str, typer.Option(help="Comma-separated levers: exemplars, insights, rft.")
-    ] = "exemplars,rft",
+    ] = "rft",
     rounds: Annotated[int, typer.Option(min=1, help="Improvement rounds.")] = 2,
     model: Annotated[str, typer.Option(help="local, local:PATH, openai:NAME or fake.")] = "local",
     base_url: BaseUrl = None,
@@ -299,8 +299,8 @@ def improve(
     ] = None,
     out: Annotated[Path, typer.Option(help="Run directory.")] = Path("runs/improve"),
     resume: Annotated[bool, typer.Option(help="Continue the run in --out.")] = False,
-    train_tasks: Annotated[int, typer.Option(min=1, help="Training tasks per round.")] = 24,
-    train_k: Annotated[int, typer.Option(min=1, help="Samples per training task.")] = 2,
+    train_tasks: Annotated[int, typer.Option(min=1, help="Training tasks per round.")] = 32,
+    train_k: Annotated[int, typer.Option(min=1, help="Samples per training task.")] = 4,
     probe_tasks: Annotated[int, typer.Option(min=1, help="Probe tasks for the gate.")] = 24,
     probe_k: Annotated[int, typer.Option(min=1, help="Samples per probe task.")] = 1,
     test_tasks: Annotated[int, typer.Option(min=1, help="Held-out test tasks.")] = 36,
@@ -313,13 +313,16 @@ def improve(
         float, typer.Option(help="Share of probe episodes allowed to go from pass to fail.")
     ] = 0.1,
     max_turns: Annotated[int, typer.Option(min=1, help="Turn budget per episode.")] = 4,
+    explore_temperature: Annotated[
+        float, typer.Option(min=0.0, help="Sampling temperature of training episodes.")
+    ] = 1.0,
     max_reply_tokens: Annotated[int, typer.Option(min=8, help="Cap on tokens per reply.")] = 48,
     concurrency: Concurrency = 16,
     seed: Annotated[int, typer.Option(help="Master seed.")] = 0,
     curve: Annotated[
         bool, typer.Option(help="Test every accepted version (learning curve).")
     ] = True,
-    rft_steps: Annotated[int, typer.Option(min=1, help="LoRA steps per rft proposal.")] = 20,
+    rft_steps: Annotated[int, typer.Option(min=1, help="LoRA steps per rft proposal.")] = 40,
     quiet: Quiet = False,
 ) -> None:
     """Improve an agent: practise, learn with levers, keep only what beats the incumbent."""
@@ -339,6 +342,7 @@ def improve(
         alpha=alpha,
         flip_budget=flip_budget,
         max_turns=max_turns,
+        explore_temperature=explore_temperature,
         max_reply_tokens=max_reply_tokens,
         concurrency=concurrency,
         seed=seed,

@@ -65,7 +65,10 @@ class ImproveConfig:
         max_difficulty: Highest difficulty practised and evaluated (``None``: the env's).
         alpha: Gate significance level (one-sided).
         flip_budget: Gate's share of paired probe episodes that may go from pass to fail.
-        temperature: Sampling temperature of the agents.
+        temperature: Sampling temperature of the agents (probe and test episodes).
+        explore_temperature: Sampling temperature of training episodes. Hotter than the agent's
+            own, because what exploration finds is what hindsight relabelling and the levers
+            learn from, and a small model at its usual temperature mostly repeats one habit.
         max_turns: Turn budget per episode.
         max_reply_tokens: Cap on tokens per model reply.
         concurrency: Episodes per model batch.
@@ -89,13 +92,14 @@ class ImproveConfig:
     alpha: float = 0.05
     flip_budget: float = 0.1
     temperature: float = 0.7
+    explore_temperature: float = 1.0
     max_turns: int = 8
     max_reply_tokens: int = 64
     concurrency: int = 16
     seed: int = 0
     reflector: str | None = None
     curve: bool = True
-    rft_steps: int = 20
+    rft_steps: int = 40
 
     def to_dict(self) -> dict[str, Any]:
         """Return the settings as JSON-serialisable data."""
@@ -306,7 +310,8 @@ def _round(
     run.log(f"round {number}: incumbent {incumbent.version}")
     tasks = _round_tasks(run, number)
     first = (number - 1) * config.train_k
-    explored = run.play(incumbent, tasks, config.train_k, config.seed + number, "train", first)
+    explorer = replace(incumbent, temperature=config.explore_temperature)
+    explored = run.play(explorer, tasks, config.train_k, config.seed + number, "train", first)
     relabelled = [r for t in explored for r in relabel(run.env, t, incumbent)]
     store.add_trajectories(run.run_id, relabelled)
     experience = [t for _, t in store.trajectories(run.run_id, split="train")]

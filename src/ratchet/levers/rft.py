@@ -16,6 +16,7 @@ time (measured here: about 15 s against 5 s per step of 4 sequences of 350 token
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,10 +40,12 @@ class Example:
     Attributes:
         input_ids: Token ids of the whole conversation.
         assistant_masks: 1 on the tokens the loss is computed on, else 0.
+        pattern: The episode's sequence of tool names, for balancing (see :func:`train_lora`).
     """
 
     input_ids: list[int]
     assistant_masks: list[int]
+    pattern: str = ""
 
 
 def to_example(tokenizer: Any, trajectory: Trajectory, max_tokens: int = 1024) -> Example | None:
@@ -75,7 +78,8 @@ def to_example(tokenizer: Any, trajectory: Trajectory, max_tokens: int = 1024) -
         rendered = prefix + target_text
     if not any(mask) or len(ids) > max_tokens:
         return None
-    return Example(ids, mask)
+    pattern = ",".join(step.call.name for step in trajectory.steps if step.call is not None)
+    return Example(ids, mask, pattern)
 
 
 @dataclass(frozen=True)
@@ -138,7 +142,13 @@ def train_lora(
     seed: int,
     progress: Progress | None = None,
 ) -> list[float]:
-    """Fine-tune a LoRA adapter on ``examples``, save it to ``out`` and return the losses."""
+    """Fine-tune a LoRA adapter on ``examples``, save it to ``out`` and return the losses.
+
+    Batches are drawn with each action pattern (the episode's sequence of tool names) equally
+    likely. Successes found by exploration mirror the model's own habits (a small model calls
+    its favourite tool most), and uniform batches would teach the habit back; balanced ones
+    teach every way of solving that was verified, which is what counters exploration collapse.
+    """
     import peft
     import torch
     import transformers
@@ -158,14 +168,13 @@ def train_lora(
     schedule = transformers.get_cosine_schedule_with_warmup(
         optimizer, max(1, settings.steps // 10), settings.steps
     )
-    order: list[int] = []
+    patterns = Counter(e.pattern for e in examples)
+    weights = [1 / patterns[e.pattern] for e in examples]
     rng = random.Random(seed)
     losses = []
     bar = progress.add_task("rft training", total=settings.steps) if progress else None
     for _ in range(settings.steps):
-        if len(order) < settings.batch_size:
-            order += rng.sample(range(len(examples)), len(examples))
-        batch = [examples[order.pop()] for _ in range(min(settings.batch_size, len(examples)))]
+        batch = rng.choices(examples, weights=weights, k=settings.batch_size)
         inputs = _collate(batch, int(tokenizer.pad_token_id or 0))
         loss = trainable(**inputs).loss
         loss.backward()
@@ -173,7 +182,7 @@ def train_lora(
         optimizer.step()
         schedule.step()
         optimizer.zero_grad()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         if progress is not None and bar is not None:
             progress.update(bar, advance=1, description=f"rft training (loss {losses[-1]:.3f})")
     trainable.save_pretrained(str(out))
