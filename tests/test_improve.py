@@ -105,3 +105,17 @@ def test_an_existing_run_needs_resume_and_matching_settings(tmp_path):
         improve(other, env, tmp_path, lambda a, d: learning_model(), resume=True, log=quiet)
     with pytest.raises(ValueError, match="holds no run"):
         improve(CONFIG, env, tmp_path / "empty", lambda a, d: learning_model(), resume=True)
+
+
+def test_cached_backends_build_each_model_and_adapter_once(tmp_path):
+    from ratchet.agent import Agent
+    from ratchet.improve import cached_backends
+
+    built = []
+    backends = cached_backends(
+        lambda spec, adapter: built.append((spec, adapter)) or learning_model()
+    )
+    base, child = Agent(model="fake"), Agent(model="fake", version="v1", adapter="adapter")
+    assert backends(base, None) is backends(Agent(model="fake", version="v9"), tmp_path)
+    assert backends(child, tmp_path) is not backends(base, None)
+    assert built == [("fake", None), ("fake", tmp_path / "adapter")]

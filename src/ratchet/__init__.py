@@ -8,7 +8,7 @@ from ratchet.check import CheckReport, CheckResult, check_env
 from ratchet.env import Env, Observation, Session, SimpleEnv, ToolSession
 from ratchet.gate import GateConfig, GateDecision, decide
 from ratchet.harness import Episode, Limits
-from ratchet.improve import ImproveConfig, improve
+from ratchet.improve import ImproveConfig, cached_backends, improve
 from ratchet.levers import Lever, LeverContext, make_levers
 from ratchet.metrics import Metrics, summarize
 from ratchet.models import Completion, Model, ModelError, Prompt, Sampling, make_model
@@ -56,6 +56,7 @@ __all__ = [
     "Trajectory",
     "UnknownEnvError",
     "Verdict",
+    "cached_backends",
     "check_env",
     "decide",
     "env_names",

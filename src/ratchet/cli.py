@@ -18,7 +18,7 @@ from ratchet.check import check_env
 from ratchet.display import render_trajectory
 from ratchet.env import Env
 from ratchet.export import to_dataset, write_jsonl
-from ratchet.improve import ImproveConfig
+from ratchet.improve import ImproveConfig, cached_backends
 from ratchet.improve import improve as run_improve
 from ratchet.metrics import Metrics, summarize
 from ratchet.models.base import Model, ModelError, make_model
@@ -350,15 +350,7 @@ def improve(
         curve=curve,
         rft_steps=rft_steps,
     )
-    cache: dict[tuple[str, str | None], Model] = {}
-
-    def backends(agent: Agent, directory: Path | None) -> Model:
-        adapter = agent.adapter_path(directory)
-        key = (agent.model, str(adapter) if adapter else None)
-        if key not in cache:
-            cache[key] = load_model(agent.model, base_url, adapter)
-        return cache[key]
-
+    backends = cached_backends(lambda spec, adapter: load_model(spec, base_url, adapter))
     reflector_model = load_model(reflector, base_url, None) if reflector else None
     with progress_bars(enabled=not quiet) as progress:
         try:

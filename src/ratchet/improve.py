@@ -31,7 +31,7 @@ from ratchet.gate import GateConfig, decide
 from ratchet.hindsight import relabel
 from ratchet.levers import Lever, LeverContext, make_levers
 from ratchet.metrics import Metrics, summarize
-from ratchet.models.base import Model
+from ratchet.models.base import Model, make_model
 from ratchet.rollout import RolloutConfig, rollout
 from ratchet.store import Store
 from ratchet.task import Split, Task
@@ -177,6 +177,29 @@ class _Run:
             )
             if (t.task.id, t.sample) in wanted
         ]
+
+
+def cached_backends(
+    build: Callable[[str, Path | None], Model] | None = None,
+) -> Backends:
+    """Return a :data:`Backends` that builds each (model, adapter) backend once and reuses it.
+
+    Args:
+        build: ``build(model_reference, adapter_path)``; default :func:`make_model`.
+    """
+
+    def default(spec: str, adapter: Path | None) -> Model:
+        return make_model(spec, **({"adapter": str(adapter)} if adapter else {}))
+
+    made: dict[tuple[str, Path | None], Model] = {}
+
+    def backend(agent: Agent, directory: Path | None) -> Model:
+        key = (agent.model, agent.adapter_path(directory))
+        if key not in made:
+            made[key] = (build or default)(*key)
+        return made[key]
+
+    return backend
 
 
 def draw(env: Env, split: Split, n: int, seed: int, max_difficulty: int | None) -> list[Task]:
