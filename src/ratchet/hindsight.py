@@ -9,10 +9,12 @@ An episode that never submitted anything is also read as if it had stopped after
 last successful actions and reported that action's result with ``finish``: the agent saw the
 result, so stopping there was open to it. Those variants are tried after the episode as it was.
 
-The relabelled episode drops the actions that failed and the exact repeats of earlier actions
-(when the replay still passes without them), so exploration's stumbles do not become lessons.
-Nothing else is dropped: a verifier that reads only the final answer would accept an episode
-stripped of the very tool calls that produced it, and that would teach guessing.
+Relabelling reads the episode without the actions that failed and without exact repeats of
+earlier actions, so exploration's stumbles do not become lessons; the replay on the new task
+confirms the shortened episode still solves it. Nothing else is dropped here: a verifier that
+reads only the final answer would accept an episode stripped of the very tool calls that
+produced it, and that would teach guessing. Which actions belong to what was achieved is the
+env's call, in ``describe``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from dataclasses import replace
 from ratchet.agent import Agent
 from ratchet.env import FINISH, Env
 from ratchet.harness import system_message
-from ratchet.task import Task
 from ratchet.tool import ToolCall
 from ratchet.trajectory import Trajectory, play
 
@@ -41,15 +42,14 @@ def relabel(
     if trajectory.passed or trajectory.error is not None:
         return []
     found: dict[str, Trajectory] = {}
-    for calls in _variants(trajectory, stopped_early):
-        candidate = trajectory if calls is None else play(env, trajectory.task, calls)
+    for calls in _variants(env, trajectory, stopped_early):
         try:
-            task = env.describe(candidate)
+            task = env.describe(play(env, trajectory.task, calls))
         except Exception:  # a relabeller bug must not end the run; the episode stays a failure
             continue
         if task is None or task.id in found:
             continue
-        replay = play(env, task, _essential(env, task, candidate), agent=trajectory.agent)
+        replay = play(env, task, calls, agent=trajectory.agent)
         if replay.passed:
             found[task.id] = replace(
                 replay,
@@ -61,23 +61,25 @@ def relabel(
     return list(found.values())
 
 
-def _variants(trajectory: Trajectory, stopped_early: int) -> list[list[ToolCall] | None]:
-    """The episode as it was (``None``), then up to ``stopped_early`` early-finished versions."""
-    variants: list[list[ToolCall] | None] = [None]
+def _variants(env: Env, trajectory: Trajectory, stopped_early: int) -> list[list[ToolCall]]:
+    """The episode's useful calls, then up to ``stopped_early`` early-finished prefixes."""
+    calls = _useful(trajectory)
+    variants = [calls]
     if trajectory.terminated:
         return variants
-    for end in range(len(trajectory.steps) - 1, -1, -1):
-        step = trajectory.steps[end]
-        if step.call is None or step.failed or len(variants) > stopped_early:
+    for end in range(len(calls), 0, -1):
+        if len(variants) > stopped_early:
+            break
+        prefix = calls[:end]
+        if prefix[-1].name == FINISH:
             continue
-        calls = [s.call for s in trajectory.steps[: end + 1] if s.call is not None]
-        variants.append([*calls, ToolCall(FINISH, {"answer": step.observation.text})])
+        seen = play(env, trajectory.task, prefix).steps[-1].observation
+        variants.append([*prefix, ToolCall(FINISH, {"answer": seen.text})])
     return variants
 
 
-def _essential(env: Env, task: Task, trajectory: Trajectory) -> list[ToolCall]:
-    """The trajectory's calls without failed ones and exact repeats, if that still passes."""
-    everything = [step.call for step in trajectory.steps if step.call is not None]
+def _useful(trajectory: Trajectory) -> list[ToolCall]:
+    """The calls that did something: failed calls and exact repeats of earlier calls dropped."""
     seen: set[str] = set()
     kept: list[ToolCall] = []
     for step in trajectory.steps:
@@ -87,4 +89,4 @@ def _essential(env: Env, task: Task, trajectory: Trajectory) -> list[ToolCall]:
         if key not in seen:
             kept.append(step.call)
         seen.add(key)
-    return kept if play(env, task, kept).passed else everything
+    return kept

@@ -43,17 +43,16 @@ def test_the_chain_and_its_text():
 def test_previous_result_as_second_operand_only_for_commutative_ops():
     spec = relabel(run([op("add", 3, 4), op("multiply", 2, 7), finish(14)]))
     assert spec is not None and spec.params["steps"] == [["add", 4], ["multiply", 2]]
-    # 20 - 7 does not continue "3 + 4" as a chain step, so a new chain starts at 20.
-    spec = relabel(run([op("add", 3, 4), op("subtract", 20, 7), finish(13)]))
-    assert spec is not None and spec.params["start"] == 20
-    assert spec.params["steps"] == [["subtract", 7]]
+    # 20 - 7 does not continue "3 + 4": a second computation, so no clean task is named.
+    assert relabel(run([op("add", 3, 4), op("subtract", 20, 7), finish(13)])) is None
 
 
-def test_an_unrelated_call_starts_a_new_chain_and_errors_are_skipped():
-    calls = [op("add", 1, 2), op("multiply", 5, 6), op("divide", 30, 0), op("subtract", 30, 10)]
+def test_an_unrelated_call_spoils_the_chain_but_errors_are_skipped():
+    calls = [op("multiply", 5, 6), op("divide", 30, 0), op("subtract", 30, 10)]
     spec = relabel(run([*calls, finish(20)]))
     assert spec is not None and spec.params["start"] == 5
     assert spec.params["steps"] == [["multiply", 6], ["subtract", 10]]
+    assert relabel(run([op("add", 1, 2), *calls, finish(20)])) is None
 
 
 def test_nothing_is_named_unless_the_answer_is_the_chain_value():
@@ -66,19 +65,17 @@ def test_nothing_is_named_unless_the_answer_is_the_chain_value():
 
 def test_fractions_break_the_chain():
     assert relabel(run([op("divide", 7, 2), op("multiply", 3.5, 2), finish(7)])) is None
-    spec = relabel(run([op("divide", 7, 2), op("add", 1, 1), finish(2)]))
-    assert spec is not None and spec.params == {"start": 1, "steps": [["add", 1]], "answer": 2}
+    assert relabel(run([op("divide", 7, 2), op("add", 1, 1), finish(2)])) is None
 
 
-def test_long_chains_keep_the_last_five_operations():
+def test_chains_longer_than_the_hardest_task_are_not_named():
     calls, value = [], 2
-    for _ in range(7):
+    for _ in range(5):
         calls.append(op("add", value, 1))
         value += 1
     spec = relabel(run([*calls, finish(value)]))
-    assert spec is not None
-    assert spec.difficulty == 5
-    assert spec.params["start"] == 4 and spec.params["answer"] == 9
+    assert spec is not None and spec.difficulty == 5 and spec.params["answer"] == 7
+    assert relabel(run([*calls, op("add", value, 1), finish(value + 1)])) is None
 
 
 def random_policy(task: Task, rng: random.Random) -> list[ToolCall]:

@@ -155,14 +155,16 @@ def relabel(trajectory: Trajectory) -> TaskSpec | None:
     """Name the chain of operations a trajectory computed, if it submitted the chain's value.
 
     Successful tool calls are read in order. A call extends the chain when it takes the
-    previous result as its first operand (or as either operand of ``add`` and ``multiply``);
-    any other call starts a new chain. Only whole numbers count, and only the last
-    ``max_difficulty`` operations are kept (the value before them becomes the start).
+    previous result as its first operand (or as either operand of ``add`` and ``multiply``).
+    Only whole numbers count. Every successful operation must belong to the one chain: an
+    episode that also computed something unrelated did not solve the chain's task cleanly, and
+    learning from it would teach detours.
 
     Returns:
         A task such as ``"Compute (3 + 4) * 2."`` (or the same chain told as a story) whose
         difficulty is the number of operations, or ``None`` if the trajectory never finished,
-        computed no chain, or submitted anything but the chain's final value.
+        computed no single chain of at most ``max_difficulty`` operations, or submitted
+        anything but the chain's final value.
     """
     values: list[int] = []
     steps: list[tuple[str, int]] = []
@@ -179,27 +181,26 @@ def relabel(trajectory: Trajectory) -> TaskSpec | None:
         if call.name not in OPS or a is None or b is None or result is None:
             continue
         if not all(x.is_integer() for x in (a, b, result)):
-            values, steps = [], []
-        elif values and a == values[-1]:
+            return None
+        if values and a == values[-1]:
             steps.append((call.name, int(b)))
         elif values and b == values[-1] and call.name in ("add", "multiply"):
             steps.append((call.name, int(a)))
+        elif values:
+            return None  # a second, unrelated computation
         else:
             values, steps = [int(a)], [(call.name, int(b))]
-        if steps:
-            values.append(int(result))
-    kept = steps[-env.max_difficulty :]
-    if not kept or answer is None:
+        values.append(int(result))
+    if not steps or answer is None or len(steps) > env.max_difficulty:
         return None
-    start = values[len(steps) - len(kept)]
-    value = start
-    for op, operand in kept:
+    start, value = values[0], values[0]
+    for op, operand in steps:
         value = int(_APPLY[op](value, operand))
     if answer != value or value != values[-1]:
         return None
     # Worded like a sampled task (expression or story), chosen by the chain itself so the same
     # episode always gets the same task.
-    return _phrase(random.Random(f"{start}:{kept}"), start, kept, value)
+    return _phrase(random.Random(f"{start}:{steps}"), start, steps, value)
 
 
 env: SimpleEnv[None] = SimpleEnv(
