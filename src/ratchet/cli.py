@@ -290,7 +290,7 @@ def improve(
     env_name: EnvName,
     levers: Annotated[
         str, typer.Option(help="Comma-separated levers: exemplars, insights, rft.")
-    ] = "rft",
+    ] = "exemplars,rft",
     rounds: Annotated[int, typer.Option(min=1, help="Improvement rounds.")] = 2,
     model: Annotated[str, typer.Option(help="local, local:PATH, openai:NAME or fake.")] = "local",
     base_url: BaseUrl = None,
@@ -300,19 +300,19 @@ def improve(
     out: Annotated[Path, typer.Option(help="Run directory.")] = Path("runs/improve"),
     resume: Annotated[bool, typer.Option(help="Continue the run in --out.")] = False,
     train_tasks: Annotated[int, typer.Option(min=1, help="Training tasks per round.")] = 32,
-    train_k: Annotated[int, typer.Option(min=1, help="Samples per training task.")] = 4,
+    train_k: Annotated[int, typer.Option(min=1, help="Samples per training task.")] = 2,
     probe_tasks: Annotated[int, typer.Option(min=1, help="Probe tasks for the gate.")] = 24,
     probe_k: Annotated[int, typer.Option(min=1, help="Samples per probe task.")] = 1,
     test_tasks: Annotated[int, typer.Option(min=1, help="Held-out test tasks.")] = 36,
     test_k: Annotated[int, typer.Option(min=1, help="Samples per test task.")] = 1,
     max_difficulty: Annotated[
         int | None, typer.Option(min=1, help="Highest difficulty (default: the env's).")
-    ] = 3,
+    ] = 1,
     alpha: Annotated[float, typer.Option(help="Gate significance level (one-sided).")] = 0.05,
     flip_budget: Annotated[
         float, typer.Option(help="Share of probe episodes allowed to go from pass to fail.")
     ] = 0.1,
-    max_turns: Annotated[int, typer.Option(min=1, help="Turn budget per episode.")] = 4,
+    max_turns: Annotated[int, typer.Option(min=1, help="Turn budget per episode.")] = 3,
     explore_temperature: Annotated[
         float, typer.Option(min=0.0, help="Sampling temperature of training episodes.")
     ] = 1.0,
@@ -322,7 +322,7 @@ def improve(
     curve: Annotated[
         bool, typer.Option(help="Test every accepted version (learning curve).")
     ] = True,
-    rft_steps: Annotated[int, typer.Option(min=1, help="LoRA steps per rft proposal.")] = 40,
+    rft_steps: Annotated[int, typer.Option(min=1, help="LoRA steps per rft proposal.")] = 30,
     quiet: Quiet = False,
 ) -> None:
     """Improve an agent: practise, learn with levers, keep only what beats the incumbent."""

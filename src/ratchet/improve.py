@@ -335,7 +335,11 @@ def _round(
     first = (number - 1) * config.train_k
     explorer = replace(incumbent, temperature=config.explore_temperature)
     explored = run.play(explorer, tasks, config.train_k, config.seed + number, "train", first)
-    relabelled = [r for t in explored for r in relabel(run.env, t, incumbent)]
+    # Hindsight tasks above the run's difficulty cap would teach what the run never asks for.
+    top = config.max_difficulty or run.env.max_difficulty
+    relabelled = [
+        r for t in explored for r in relabel(run.env, t, incumbent) if r.task.difficulty <= top
+    ]
     store.add_trajectories(run.run_id, relabelled)
     experience = [t for _, t in store.trajectories(run.run_id, split="train")]
     run.log(
