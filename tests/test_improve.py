@@ -119,3 +119,31 @@ def test_cached_backends_build_each_model_and_adapter_once(tmp_path):
     assert backends(base, None) is backends(Agent(model="fake", version="v9"), tmp_path)
     assert backends(child, tmp_path) is not backends(base, None)
     assert built == [("fake", None), ("fake", tmp_path / "adapter")]
+
+
+def test_a_candidate_keeps_the_incumbents_adapter_by_a_relative_path(tmp_path):
+    from ratchet.agent import Agent
+    from ratchet.levers.exemplars import ExemplarLever
+
+    class AddsAdapter:
+        name = "rft"
+
+        def propose(self, context):
+            (context.workdir / "adapter").mkdir()
+            return context.incumbent.derive(context.version, self.name, adapter="adapter")
+
+    seen = {}
+
+    def backend(agent, directory):
+        path = agent.adapter_path(directory)
+        seen[agent.version] = path
+        assert path is None or path.resolve().is_dir()
+        return learning_model(unskilled=0.95) if path else learning_model()
+
+    config = ImproveConfig(**{**CONFIG.to_dict(), "levers": ("rft", "exemplars")})
+    levers = [AddsAdapter(), ExemplarLever()]
+    improve(config, env, tmp_path, backend, log=quiet, levers=levers)
+    child = Agent.from_dict(json.loads((tmp_path / "agents" / "v4" / "agent.json").read_text()))
+    assert (child.parent, child.lever) == ("v1", "exemplars")
+    assert child.adapter == "../v1/adapter"
+    assert seen["v4"].resolve() == (tmp_path / "agents" / child.parent / "adapter").resolve()

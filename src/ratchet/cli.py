@@ -306,7 +306,7 @@ def improve(
     test_tasks: Annotated[int, typer.Option(min=1, help="Held-out test tasks.")] = 36,
     test_k: Annotated[int, typer.Option(min=1, help="Samples per test task.")] = 1,
     max_difficulty: Annotated[
-        int | None, typer.Option(min=1, help="Highest difficulty (default: the env's).")
+        int, typer.Option(min=1, help="Highest difficulty practised, probed and tested.")
     ] = 1,
     alpha: Annotated[float, typer.Option(help="Gate significance level (one-sided).")] = 0.05,
     flip_budget: Annotated[

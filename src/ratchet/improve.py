@@ -223,6 +223,7 @@ def improve(
     reflector: Model | None = None,
     progress: Progress | None = None,
     log: Log = print,
+    levers: Sequence[Lever] | None = None,
 ) -> dict[str, Any]:
     """Run the self-improvement loop and return (and write) ``summary.json``'s content.
 
@@ -235,12 +236,17 @@ def improve(
         reflector: The insights lever's reflector (default: each agent's own backend).
         progress: Progress display for rollouts, or ``None``.
         log: Where to report what happens, one line at a time.
+        levers: Lever objects to use instead of the built-in ones ``config.levers`` names
+            (their names must match ``config.levers``); how custom levers join the loop.
 
     Raises:
         ValueError: If ``out`` holds another run and ``resume`` is false, or holds no run (or
             one with other settings) and ``resume`` is true, or a lever name is unknown.
     """
-    levers = make_levers(config.levers, {"rft": {"steps": config.rft_steps}})
+    if levers is None:
+        levers = make_levers(config.levers, {"rft": {"steps": config.rft_steps}})
+    elif tuple(lever.name for lever in levers) != config.levers:
+        raise ValueError(f"config.levers {config.levers} does not name the levers given")
     out.mkdir(parents=True, exist_ok=True)
     store = Store(out)
     try:
@@ -462,6 +468,11 @@ def _candidate(
     if candidate is None:
         shutil.rmtree(workdir, ignore_errors=True)
         return None
+    inherited = incumbent.adapter_path(run.agent_dir(incumbent.version))
+    if candidate.adapter == incumbent.adapter and inherited is not None:
+        # An adapter kept from the incumbent lives in the incumbent's directory; point there,
+        # relative, so the run directory stays movable.
+        candidate = replace(candidate, adapter=os.path.relpath(inherited, final))
     candidate = replace(
         candidate, notes={**candidate.notes, "learned_from": len(experience), "round": number}
     )
