@@ -38,7 +38,7 @@ def test_paths_are_confined_to_the_workspace():
             assert session.step(ToolCall("read_file", {"path": path})).error
         assert session.step(ToolCall("run", {"command": "ln -s /etc/passwd link"})).error is None
         assert "outside the workspace" in session.step(ToolCall("read_file", {"path": "link"})).text
-        assert session.step(ToolCall("write_file", {"path": "/tmp/x", "content": "x"})).error
+        assert session.step(ToolCall("write_file", {"path": "/etc/escape", "content": "x"})).error
     finally:
         session.close()
 
