@@ -6,12 +6,12 @@ import pytest
 from ratchet.check import FORGED_CLAIM, check_env
 from ratchet.envs.grid import env
 from ratchet.envs.grid import world as rules
-from ratchet.envs.grid.generate import plan_band
+from ratchet.envs.grid.generate import MAX_DIFFICULTY
 from ratchet.envs.grid.goals import achieved
 from ratchet.envs.grid.tools import build
 from ratchet.task import Task
 from ratchet.tool import ToolCall, ToolError
-from ratchet.trajectory import play
+from ratchet.trajectory import Trajectory, play
 
 WORLD = {
     "rooms": [["red", 0, 0], ["blue", 1, 0], ["green", 1, 1]],
@@ -74,10 +74,10 @@ def test_a_locked_door_opens_only_with_the_key_of_its_metal():
         wrong.error
         == "the iron key does not fit the door east to the blue room: it has a brass lock"
     )
-    session.step(ToolCall("take", {"item": "the brass key"}))
+    session.step(ToolCall("take", {"item": "brass key"}))
     opened = session.step(ToolCall("use", {"item": "brass key", "target": "blue room"}))
     assert opened.text == "You unlock the door east to the blue room with the brass key."
-    assert session.step(ToolCall("move", {"to": "Blue"})).text.startswith("You walk east.")
+    assert session.step(ToolCall("move", {"to": "blue room"})).text.startswith("You walk east.")
     assert session.verify().passed
 
 
@@ -85,7 +85,9 @@ def test_unknown_targets_list_the_doors():
     session = session_for({"kind": "go", "room": "blue"})
     error = session.step(ToolCall("move", {"to": "north"})).error
     assert error == "there is no door north of the red room; doors: east to the blue room"
-    assert "is not a door" in (session.step(ToolCall("move", {"to": "kitchen"})).error or "")
+    assert session.step(ToolCall("move", {"to": "green room"})).error == (
+        "there is no door of the red room to the green room; doors: east to the blue room"
+    )
     assert session.step(ToolCall("take", {"item": "stone"})).error  # it is in another room
     assert session.step(ToolCall("drop", {"item": "wood"})).error  # not held
 
@@ -118,13 +120,19 @@ def test_the_verifier_reads_the_world_not_the_answer():
     )
 
 
-def test_oracle_plans_are_shortest_and_fit_the_difficulty():
-    for level in range(1, 6):
-        low, high = plan_band(level)
-        for task in env.tasks("train", 15, difficulty=level):
+def test_difficulty_is_the_length_of_the_oracle_plan():
+    for level in range(1, MAX_DIFFICULTY + 1):
+        for task in env.tasks("train", 8, difficulty=level):
             plan = env.oracle(task)
-            assert low <= len(plan) - 1 <= high
+            assert len(plan) - 1 == level
             assert play(env, task, plan).passed
+
+
+def test_level_one_is_one_move_or_one_take_in_sight():
+    for task in env.tasks("test", 40, difficulty=1):
+        (action, _) = env.oracle(task)
+        assert action.name in ("move", "take")
+        assert str(next(iter(action.arguments.values()))) in task.instruction
 
 
 def all_moves(layout, state):
@@ -161,7 +169,7 @@ def test_no_shorter_plan_exists_among_all_actions():
 def test_goal_kinds_and_levels_are_all_drawn():
     tasks = env.tasks("train", 250)
     assert set(Counter(t.family for t in tasks)) == {"fetch", "craft", "bring", "go", "unlock"}
-    assert set(Counter(t.difficulty for t in tasks)) == {1, 2, 3, 4, 5}
+    assert set(Counter(t.difficulty for t in tasks)) == set(range(1, MAX_DIFFICULTY + 1))
 
 
 def test_many_distinct_tasks_per_split():
@@ -215,8 +223,12 @@ def test_relabelling_names_what_was_crafted_and_where_things_were_left():
     crafted = env.describe(play(env, task_for({"kind": "go", "room": "green"}), CRAFT_AXE))
     assert crafted is not None
     assert crafted.family == "craft" and crafted.params["goal"] == {"kind": "craft", "item": "axe"}
-    assert crafted.instruction.startswith("You start in the red room. Craft an axe")
-    assert crafted.difficulty == 4  # the 7-action plan is in the band of level 4
+    assert crafted.instruction == (
+        "You are in the red room. You see: brass key, iron key, wood. Doors: east to the blue "
+        "room (locked: brass lock). Craft an axe and keep it in your inventory. Call finish "
+        "when you are done."
+    )
+    assert crafted.difficulty == 7  # its shortest plan takes seven actions
     wander = [*CRAFT_AXE[1:4], ToolCall("drop", {"item": "brass key"}), finish()]
     brought = env.describe(play(env, task_for({"kind": "go", "room": "green"}), wander))
     assert brought is not None
@@ -262,6 +274,79 @@ def test_random_explorations_relabel_to_tasks_the_verifier_passes():
         kinds[described.family] += 1
         assert play(env, described, calls).passed
         assert play(env, described, env.oracle(described)).passed
-        assert 1 <= described.difficulty <= 5
+        assert 1 <= described.difficulty <= MAX_DIFFICULTY
     assert 0 < sum(kinds.values()) < len(tasks)
     assert len(kinds) >= 3, kinds
+
+
+def test_arguments_accept_only_the_names_this_world_has():
+    session = env.session(task_for({"kind": "go", "room": "green"}))
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in session.reset().tools}
+    rooms = ["red room", "blue room", "green room"]
+    assert schemas["move"]["properties"]["to"]["enum"] == ["north", "south", "east", "west", *rooms]
+    assert schemas["take"]["properties"]["item"]["enum"] == [
+        "brass key", "iron key", "wood", "stone", "cup", "axe",
+    ]  # fmt: skip
+    assert schemas["use"]["properties"]["item"]["enum"] == ["brass key", "iron key"]
+    assert schemas["craft"]["properties"]["item"]["const"] == "axe"  # a one-value Literal
+    for call in (
+        ToolCall("take", {"item": "items you can make with the wood"}),
+        ToolCall("move", {"to": "kitchen"}),
+        ToolCall("craft", {"item": "bow"}),
+    ):
+        observation = session.step(call)
+        assert observation.error and observation.error.startswith(f"bad arguments for {call.name}")
+    assert session.step(ToolCall("inventory", {})).text == "You hold nothing."
+
+
+def test_worlds_without_keys_or_recipes_offer_no_use_or_craft():
+    world = {**WORLD, "doors": [["red", "blue", None], ["blue", "green", None]]}
+    world["items"] = [["cup", "blue"]]
+    world["goal"] = {"kind": "go", "room": "blue"}
+    task = Task("grid-u", "grid", "Go.", "test", "go", 1, 0, world)
+    names = [t["function"]["name"] for t in env.session(task).reset().tools]
+    assert names == ["move", "look", "take", "drop", "inventory", "finish"]
+
+
+def prefix_views(trajectory: Trajectory) -> list[list[ToolCall]]:
+    """The episode cut after each successful action, finished with what that action showed."""
+    views = []
+    for end, step in enumerate(trajectory.steps, 1):
+        if step.call is None or step.failed or step.call.name == "finish":
+            continue
+        calls = [s.call for s in trajectory.steps[:end] if s.call is not None]
+        views.append([*calls, finish(step.observation.text)])
+    return views
+
+
+def test_a_failed_episode_is_relabelled_to_the_sub_goals_its_prefixes_reached():
+    task = task_for({"kind": "bring", "item": "stone", "room": "red"})
+    calls = [*CRAFT_AXE[1:4], ToolCall("move", {"to": "green room"}), ToolCall("look", {})]
+    failed = play(env, task, calls)
+    assert not failed.passed
+    described = [env.describe(play(env, task, view)) for view in prefix_views(failed)]
+    goals = [d.params["goal"] if d else None for d in described]
+    assert goals == [
+        {"kind": "fetch", "item": "brass key"},
+        {"kind": "unlock", "rooms": ["red", "blue"]},
+        {"kind": "unlock", "rooms": ["red", "blue"]},
+        {"kind": "unlock", "rooms": ["red", "blue"]},
+        {"kind": "unlock", "rooms": ["red", "blue"]},
+    ]
+    assert [d.difficulty for d in described if d] == [1, 2, 2, 2, 2]
+    for task_found, view in zip(described, prefix_views(failed), strict=True):
+        assert task_found is not None and play(env, task_found, view).passed
+
+
+def test_an_episode_that_changed_nothing_is_not_relabelled():
+    task = task_for({"kind": "go", "room": "green"})
+    calls = [
+        ToolCall("look", {}),
+        ToolCall("move", {"to": "east"}),  # locked
+        ToolCall("take", {"item": "cup"}),  # in another room
+        ToolCall("inventory", {}),
+    ]
+    trajectory = play(env, task, calls)
+    assert not trajectory.passed
+    assert all(env.describe(play(env, task, view)) is None for view in prefix_views(trajectory))
+    assert env.describe(trajectory) is None

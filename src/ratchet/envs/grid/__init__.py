@@ -4,7 +4,7 @@ The agent sees only the room it stands in. It moves through doors (some locked, 
 using the key of the lock's metal), takes and drops items, and crafts products from held
 ingredients. Goals: fetch an item, craft a product, bring an item to a room, go to a room,
 unlock a door. Difficulty ``d`` means the shortest plan, found by breadth-first search over
-world states, takes ``2d - 1`` or ``2d`` actions; the oracle plays that plan. The verifier
+world states, takes exactly ``d`` actions; the oracle plays that plan. The verifier
 reads the final world state (inventory, item locations, locks, the agent's room) and ignores
 the answer passed to ``finish``.
 """
@@ -108,6 +108,7 @@ env: SimpleEnv[World] = SimpleEnv(
     solve=_solve,
     policy=POLICY,
     max_difficulty=MAX_DIFFICULTY,
+    version="2",
     relabel=_relabel,
 )
 

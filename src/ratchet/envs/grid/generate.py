@@ -1,8 +1,8 @@
 """Drawing grid tasks: a random house, a goal, and a shortest plan that fits the difficulty.
 
-Difficulty ``d`` means the shortest plan (without ``finish``) takes ``2d - 1`` or ``2d``
-actions. The sampler draws a world and a goal sized for the level, plans with breadth-first
-search, and draws again until the plan's length lands in the band.
+Difficulty ``d`` means the shortest plan (without ``finish``) takes exactly ``d`` actions, so
+each level is one action harder than the one below. The sampler draws a house and a goal sized
+for the level, plans with breadth-first search, and draws again until the plan has that length.
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ from ratchet.envs.grid.world import (
 )
 from ratchet.task import TaskSpec
 
-MAX_DIFFICULTY = 5
+MAX_DIFFICULTY = 10
 _GRID_SIDE = 3
+# House sizes, lock counts and goal kinds per *size class*: level ``d`` draws houses of class
+# ``(d + 1) // 2``, the class that held plans of ``d`` actions when a level spanned two lengths.
 _ROOMS = {1: (2, 3), 2: (2, 4), 3: (3, 5), 4: (4, 6), 5: (5, 7)}
 _LOCKS = {1: (0, 0, 1), 2: (0, 1), 3: (0, 1, 1), 4: (1, 1, 2), 5: (1, 2, 2)}
 _KINDS: dict[int, tuple[GoalKind, ...]] = {
@@ -41,45 +43,40 @@ _NESTED = tuple(p for p in RECIPES if p not in _SIMPLE)
 _MAX_DRAWS = 2000
 
 
-def plan_band(difficulty: int) -> tuple[int, int]:
-    """Return the shortest and longest plan length (actions, without finish) of a level."""
-    return 2 * difficulty - 1, 2 * difficulty
-
-
 def difficulty_of(plan_length: int) -> int:
-    """Return the level whose band holds a plan of ``plan_length`` actions (capped at 5)."""
-    return max(1, min(MAX_DIFFICULTY, (plan_length + 1) // 2))
+    """Return the level of a plan of ``plan_length`` actions (1 at least, capped at the top)."""
+    return max(1, min(MAX_DIFFICULTY, plan_length))
 
 
 def sample(rng: random.Random, difficulty: int) -> TaskSpec:
     """Draw one task whose shortest plan fits ``difficulty`` (a pure function of its inputs).
 
     Raises:
-        ValueError: If ``difficulty`` is outside ``1..5``.
+        ValueError: If ``difficulty`` is outside ``1..MAX_DIFFICULTY``.
     """
-    if difficulty not in _ROOMS:
+    if not 1 <= difficulty <= MAX_DIFFICULTY:
         raise ValueError(f"grid difficulty must be in 1..{MAX_DIFFICULTY}; got {difficulty}")
-    low, high = plan_band(difficulty)
+    size = (difficulty + 1) // 2
     for _ in range(_MAX_DRAWS):
-        params = _draw(rng, difficulty)
-        goal = _goal(rng, params, difficulty)
+        params = _draw(rng, size)
+        goal = _goal(rng, params, size)
         if goal is None:
             continue
         params["goal"] = goal
         layout, start = parse(params)
         target = goal_from_params(layout, params)
-        plan = shortest_plan(layout, start, target, max_steps=high)
-        if plan is not None and len(plan) >= low:
+        plan = shortest_plan(layout, start, target, max_steps=difficulty)
+        if plan is not None and len(plan) == difficulty:
             return TaskSpec(instruction(layout, start, target), params, target.kind)
     raise RuntimeError(f"grid: no task of difficulty {difficulty} after {_MAX_DRAWS} draws")
 
 
-def _draw(rng: random.Random, difficulty: int) -> dict[str, Any]:
-    cells = _cells(rng, rng.randint(*_ROOMS[difficulty]))
+def _draw(rng: random.Random, size: int) -> dict[str, Any]:
+    cells = _cells(rng, rng.randint(*_ROOMS[size]))
     names = rng.sample(COLORS, len(cells))
     at = dict(zip(cells, names, strict=True))
     doors = _doors(rng, cells)
-    locked = rng.sample(range(len(doors)), min(len(doors), rng.choice(_LOCKS[difficulty])))
+    locked = rng.sample(range(len(doors)), min(len(doors), rng.choice(_LOCKS[size])))
     metals = rng.sample(METALS, len(locked) + 1)
     door_rows: list[list[Any]] = [
         [at[a], at[b], metals[locked.index(i)] if i in locked else None]
@@ -159,16 +156,16 @@ def _doors(
     return doors
 
 
-def _goal(rng: random.Random, params: dict[str, Any], difficulty: int) -> dict[str, Any] | None:
+def _goal(rng: random.Random, params: dict[str, Any], size: int) -> dict[str, Any] | None:
     """Pick a goal and place the items it needs (and a few unrelated ones) in ``params``.
 
-    From level 3 up, the rooms a goal points to are drawn from those farthest from the start,
-    which makes plans that fit the level far more likely.
+    From size class 3 up, the rooms a goal points to are drawn from those farthest from the
+    start, which makes plans that fit the level far more likely.
     """
-    kind = rng.choice(_KINDS[difficulty])
+    kind = rng.choice(_KINDS[size])
     rooms = [row[0] for row in params["rooms"]]
     hops = _hops(params["start"], params["doors"])
-    far = [r for r in rooms if difficulty < 3 or hops[r] >= max(hops.values()) - 1]
+    far = [r for r in rooms if size < 3 or hops[r] >= max(hops.values()) - 1]
     items: list[list[Any]] = params["items"]
     taken = {row[0] for row in items}
     locked = [door for door in params["doors"] if door[2] is not None]
@@ -181,7 +178,7 @@ def _goal(rng: random.Random, params: dict[str, Any], difficulty: int) -> dict[s
     elif kind == "go":
         goal = {"kind": kind, "room": rng.choice(far)}
     elif kind == "craft":
-        simple = difficulty <= 2 or (difficulty in (3, 4) and rng.random() < 0.5)
+        simple = size <= 2 or (size in (3, 4) and rng.random() < 0.5)
         product = rng.choice(_SIMPLE if simple else _NESTED)
         for part in ingredients(product)[1:]:
             if part not in RECIPES:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from ratchet.envs.grid.world import ABSENT, HELD, RECIPES, Layout, State, article
+from ratchet.envs.grid.world import ABSENT, HELD, RECIPES, Layout, State, article, look
 
 GoalKind = Literal["fetch", "craft", "bring", "go", "unlock"]
 GOAL_KINDS: tuple[GoalKind, ...] = get_args(GoalKind)
@@ -67,7 +67,11 @@ def goal_to_params(layout: Layout, goal: Goal) -> dict[str, Any]:
 
 
 def instruction(layout: Layout, start: State, goal: Goal) -> str:
-    """Return the text the agent sees for a goal."""
+    """Return the text the agent sees: the starting room as ``look`` shows it, then the goal.
+
+    Showing the first room up front spares a ``look`` and puts the names of the doors and items
+    at hand, which is what a one-action task needs.
+    """
     item = layout.items[goal.item] if goal.item >= 0 else ""
     if goal.kind == "fetch":
         wants = f"Find the {item} and pick it up."
@@ -80,7 +84,7 @@ def instruction(layout: Layout, start: State, goal: Goal) -> str:
     else:
         a, b = layout.doors[goal.door]
         wants = f"Unlock the door between {layout.room_name(a)} and {layout.room_name(b)}."
-    return f"You start in {layout.room_name(start.room)}. {wants} Call finish when you are done."
+    return f"{look(layout, start)} {wants} Call finish when you are done."
 
 
 def achieved(goal: Goal, state: State) -> bool:

@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ratchet.envs.choices import closed
 from ratchet.envs.grid import world as rules
 from ratchet.envs.grid.goals import Goal, goal_from_params
 from ratchet.envs.grid.world import DIRECTIONS, HELD, Exit, Layout, State
 from ratchet.task import Task
 from ratchet.tool import ToolError
-
-_FILLER = {"the", "a", "an", "door", "to", "room", "towards"}
 
 
 @dataclass
@@ -42,7 +41,12 @@ def build(task: Task) -> World:
 
 
 def tools(world: World) -> list[Callable[..., str]]:
-    """Return the tools bound to ``world``: move, look, take, drop, use, craft, inventory."""
+    """Return the tools bound to ``world``: move, look, take, drop, use, craft, inventory.
+
+    Arguments naming a door, an item or a product accept only the names this world has; a
+    tool is offered only where it has something to act on (``use`` needs a key, ``craft`` a
+    recipe whose ingredients exist, ``take`` and ``drop`` an item).
+    """
 
     def move(to: str) -> str:
         """Walk through a door of the room you are in, then see the new room.
@@ -65,13 +69,12 @@ def tools(world: World) -> list[Callable[..., str]]:
         Args:
             item: The item's name, e.g. "brass key".
         """
-        name = _name(item)
-        index = world.layout.item_index.get(name)
+        index = world.layout.item_index.get(item)
         if index is None:
             room = world.layout.room_name(world.state.room)
-            raise ToolError(f"there is no {name} in {room}; use look")
+            raise ToolError(f"there is no {item} in {room}; use look")
         world.state = rules.take(world.layout, world.state, index)
-        return f"You pick up the {name}."
+        return f"You pick up the {item}."
 
     def drop(item: str) -> str:
         """Put a held item on the floor of the room you are in.
@@ -81,7 +84,7 @@ def tools(world: World) -> list[Callable[..., str]]:
         """
         index = _held(world, item)
         world.state = rules.drop(world.layout, world.state, index)
-        return f"You drop the {_name(item)} in {world.layout.room_name(world.state.room)}."
+        return f"You drop the {item} in {world.layout.room_name(world.state.room)}."
 
     def use(item: str, target: str) -> str:
         """Use a held item on a door of the room you are in: a key opens a lock of its metal.
@@ -94,7 +97,7 @@ def tools(world: World) -> list[Callable[..., str]]:
         exit = _exit(world, target)
         world.state = rules.unlock(world.layout, world.state, index, exit)
         where = world.layout.room_name(exit.room)
-        return f"You unlock the door {exit.direction} to {where} with the {_name(item)}."
+        return f"You unlock the door {exit.direction} to {where} with the {item}."
 
     def craft(item: str) -> str:
         """Make an item from the two held items its recipe needs; they are used up.
@@ -102,43 +105,50 @@ def tools(world: World) -> list[Callable[..., str]]:
         Args:
             item: What to make, e.g. "axe" (see the recipes).
         """
-        name = _name(item)
-        world.state = rules.craft(world.layout, world.state, name)
-        first, second = rules.RECIPES[name]
-        return f"You craft {rules.article(name)} from the {first} and the {second}."
+        world.state = rules.craft(world.layout, world.state, item)
+        first, second = rules.RECIPES[item]
+        return f"You craft {rules.article(item)} from the {first} and the {second}."
 
     def inventory() -> str:
         """List the items you hold."""
         items = rules.held(world.layout, world.state)
         return f"You hold: {', '.join(items)}." if items else "You hold nothing."
 
-    return [move, look, take, drop, use, craft, inventory]
-
-
-def _name(text: str) -> str:
-    words = text.lower().strip().rstrip(".").split()
-    if words and words[0] in ("the", "a", "an"):
-        words = words[1:]
-    return " ".join(words)
+    layout = world.layout
+    doors = [*DIRECTIONS, *(f"{room} room" for room in layout.rooms)]
+    keys = [item for item in layout.items if rules.key_metal(item) is not None]
+    products = [item for item in layout.items if item in rules.RECIPES]
+    items = list(layout.items)
+    offered: list[tuple[Callable[..., str], dict[str, list[str]]]] = [
+        (move, {"to": doors}),
+        (look, {}),
+        (take, {"item": items}),
+        (drop, {"item": items}),
+        (use, {"item": keys, "target": doors}),
+        (craft, {"item": products}),
+        (inventory, {}),
+    ]
+    # A tool with nothing it could act on in this world (no keys, no recipe) is left out.
+    return [closed(fn, **names) for fn, names in offered if all(names.values())]
 
 
 def _held(world: World, item: str) -> int:
-    index = world.layout.item_index.get(_name(item))
+    index = world.layout.item_index.get(item)
     if index is None or world.state.places[index] != HELD:
-        raise ToolError(f"you do not hold the {_name(item)}; check your inventory")
+        raise ToolError(f"you do not hold the {item}; check your inventory")
     return index
 
 
 def _exit(world: World, target: str) -> Exit:
-    wanted = " ".join(w for w in target.lower().strip().rstrip(".").split() if w not in _FILLER)
+    """Return the door of the current room that ``target`` names (a direction or a room)."""
     layout, state = world.layout, world.state
     for exit in layout.exits[state.room]:
-        if wanted in (exit.direction, layout.rooms[exit.room]):
+        if target in (exit.direction, f"{layout.rooms[exit.room]} room"):
             return exit
     doors = "; ".join(
         f"{e.direction} to {layout.room_name(e.room)}" for e in layout.exits[state.room]
     )
     here = layout.room_name(state.room)
-    if wanted in DIRECTIONS:
-        raise ToolError(f"there is no door {wanted} of {here}; doors: {doors}")
-    raise ToolError(f"{target!r} is not a door of {here}; doors: {doors}")
+    if target in DIRECTIONS:
+        raise ToolError(f"there is no door {target} of {here}; doors: {doors}")
+    raise ToolError(f"there is no door of {here} to the {target}; doors: {doors}")
