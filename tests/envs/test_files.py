@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no La
 
 
 def _task(family, index=0):
-    return [t for t in env.tasks("test", 60) if t.family == family][index]
+    return [t for t in env.tasks("test", 150) if t.family == family][index]
 
 
 def test_workspace_is_deterministic_from_the_seed():
@@ -31,14 +31,18 @@ def test_thousands_of_distinct_tasks_and_every_family():
 
 
 def test_paths_are_confined_to_the_workspace():
-    session = env.session(env.tasks("test", 1)[0])
+    task = env.tasks("test", 1)[0]
+    session = env.session(task)
     try:
         session.reset()
         for path in ("/etc/passwd", "../secret", "logs/../../x", "~/x"):
             assert session.step(ToolCall("read_file", {"path": path})).error
-        assert session.step(ToolCall("run", {"command": "ln -s /etc/passwd link"})).error is None
-        assert "outside the workspace" in session.step(ToolCall("read_file", {"path": "link"})).text
-        assert session.step(ToolCall("write_file", {"path": "/etc/escape", "content": "x"})).error
+            assert session.step(ToolCall("write_file", {"path": path, "content": "x"})).error
+        config = next(p for p in generate(**task.params["world"]).files if p.endswith(".json"))
+        swap = f"rm {config} && ln -s /etc/passwd {config}"
+        assert session.step(ToolCall("run", {"command": swap})).error is None
+        read = session.step(ToolCall("read_file", {"path": config}))
+        assert "outside the workspace" in read.text
     finally:
         session.close()
 
@@ -106,7 +110,7 @@ def test_questions_need_the_file_and_the_answer(family):
 
 
 def test_describe_relabels_oracle_trajectories():
-    for family in ("transform", "reorganise"):
+    for family in ("lookup", "transform", "reorganise"):
         task = _task(family)
         described = env.describe(play(env, task, env.oracle(task)))
         assert described is not None and described.split == "train"
@@ -150,3 +154,89 @@ def test_conformance_on_a_few_tasks():
 def test_conformance_on_200_tasks():
     report = check_env(env, n=200)
     assert report.passed, report.results
+
+
+def test_each_level_needs_one_more_action():
+    for level in range(1, 6):
+        for task in env.tasks("train", 30, difficulty=level):
+            plan = env.oracle(task)
+            assert len(plan) - 1 == level, task.instruction
+            assert play(env, task, plan).passed
+
+
+def test_a_lookup_answer_must_be_exactly_the_value():
+    task = next(t for t in env.tasks("test", 40, difficulty=1) if t.family == "lookup")
+    (read, done) = env.oracle(task)
+    value = task.params["answer"][0]
+    assert read.name == "read_value" and done.arguments == {"answer": value}
+    for answer, passed in [
+        (value, True),
+        (f" '{value}'. ", True),
+        (f"The value is {value}", False),
+        (f"{value}, 1, 2, 3", False),
+        ("", False),
+    ]:
+        assert play(env, task, [read, ToolCall("finish", {"answer": answer})]).passed is passed
+    whole_file = play(env, task, [ToolCall("read_file", {"path": read.arguments["path"]})])
+    dump = whole_file.steps[0].observation.text
+    assert not play(env, task, [ToolCall("finish", {"answer": dump})]).passed
+
+
+def test_path_arguments_accept_only_the_workspace_files():
+    task = env.tasks("test", 1, difficulty=1)[0]
+    files = sorted(generate(**task.params["world"]).files)
+    session = env.session(task)
+    try:
+        tools = {t["function"]["name"]: t["function"]["parameters"] for t in session.reset().tools}
+        for name, argument in [("read_file", "path"), ("delete_file", "path")]:
+            assert tools[name]["properties"][argument]["enum"] == files
+        assert tools["move_file"]["properties"]["source"]["enum"] == files
+        assert "enum" not in tools["write_file"]["properties"]["path"]
+        configs = tools["read_value"]["properties"]["path"]["enum"]
+        assert configs and all(p.startswith("config/") for p in configs)
+        assert "port" in tools["read_value"]["properties"]["key"]["enum"]
+        invented = session.step(ToolCall("read_file", {"path": "logs/all.log"}))
+        assert invented.error and invented.error.startswith("bad arguments for read_file")
+    finally:
+        session.close()
+
+
+def prefix_views(trajectory):
+    """The episode cut after each successful action, finished with what that action showed."""
+    views = []
+    for end, step in enumerate(trajectory.steps, 1):
+        if step.call is None or step.failed or step.call.name == "finish":
+            continue
+        calls = [s.call for s in trajectory.steps[:end]]
+        views.append([*calls, ToolCall("finish", {"answer": step.observation.text})])
+    return views
+
+
+def test_a_failed_episode_is_relabelled_to_the_values_and_changes_its_prefixes_reached():
+    task = next(t for t in env.tasks("train", 40, difficulty=4) if t.family == "extract")
+    reads = env.oracle(task)[:3]
+    tmp = next(p for p in generate(**task.params["world"]).files if p.endswith(".tmp"))
+    calls = [reads[0], ToolCall("read_value", {"path": "config/none.ini", "key": "port"}), reads[1]]
+    calls += [ToolCall("delete_file", {"path": tmp})]
+    failed = play(env, task, calls)
+    assert not failed.passed and failed.steps[1].failed
+    views = prefix_views(failed)
+    described = [env.describe(play(env, task, view)) for view in views]
+    assert [d.family if d else None for d in described] == ["lookup", "lookup", "reorganise"]
+    first, second = (reads[i].arguments for i in (0, 1))
+    assert described[0].instruction.startswith(f"What is the value of '{first['key']}' in")
+    assert described[1].params["reads"] == [{"name": "read_value", "arguments": second}]
+    assert described[2].instruction == f"In the workspace: delete {tmp}. Call finish when done."
+    assert [d.difficulty for d in described] == [1, 1, 1]
+    for found, view in zip(described, views, strict=True):
+        assert play(env, found, view).passed
+
+
+def test_values_the_episode_never_read_are_not_relabelled():
+    task = next(t for t in env.tasks("train", 40, difficulty=1) if t.family == "lookup")
+    value = task.params["answer"][0]
+    log = next(p for p in generate(**task.params["world"]).files if p.startswith("logs/"))
+    guessed = [ToolCall("read_file", {"path": log}), ToolCall("finish", {"answer": value})]
+    assert env.describe(play(env, task, guessed)) is None
+    nothing = [ToolCall("read_file", {"path": log}), ToolCall("finish", {"answer": "hello"})]
+    assert env.describe(play(env, task, nothing)) is None

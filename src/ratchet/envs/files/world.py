@@ -112,3 +112,43 @@ def csv_rows(text: str) -> list[dict[str, str]]:
     header, *rows = text.strip().split("\n")
     keys = header.split(",")
     return [dict(zip(keys, row.split(","), strict=True)) for row in rows]
+
+
+def config_values(workspace: Workspace) -> dict[str, dict[str, str]]:
+    """Return every config file's values: path to key to value as text.
+
+    JSON keys are read as they are (``port``); INI keys are named ``section.key``
+    (``server.port``). Values are written as ``read_value`` shows them: JSON as JSON text
+    (``true``, ``8042``, ``auth``), INI values as they appear after the ``=``.
+    """
+    values: dict[str, dict[str, str]] = {}
+    for path in workspace.paths("config/", ".json"):
+        values[path] = json_values(workspace.files[path])
+    for path in workspace.paths("config/", ".ini"):
+        values[path] = ini_values(workspace.files[path])
+    return values
+
+
+def ini_values(text: str) -> dict[str, str]:
+    """Return the ``section.key`` values of an INI file's text."""
+    found: dict[str, str] = {}
+    section = ""
+    for line in text.splitlines():
+        if line.startswith("[") and line.rstrip().endswith("]"):
+            section = line.strip().strip("[]")
+        elif "=" in line and section:
+            key, value = line.split("=", 1)
+            found[f"{section}.{key.strip()}"] = value.strip()
+    return found
+
+
+def json_values(text: str) -> dict[str, str]:
+    """Return the top-level values of a JSON object's text (strings bare, others as JSON).
+
+    Raises:
+        ValueError: If the text is not a JSON object.
+    """
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("the JSON text does not hold an object")
+    return {key: v if isinstance(v, str) else json.dumps(v) for key, v in data.items()}
