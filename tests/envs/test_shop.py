@@ -38,13 +38,7 @@ def task_for(writes: list[dict], facts: list[dict] | None = None, customer: str 
     shop = store(SEED)
     order_id = next((w["arguments"].get("order_id") for w in writes), None)
     owner = customer or shop.orders[order_id].customer_id
-    params = {
-        "db_seed": SEED,
-        "customer_id": owner,
-        "identify": "email",
-        "writes": writes,
-        "facts": facts or [],
-    }
+    params = {"db_seed": SEED, "customer_id": owner, "writes": writes, "facts": facts or []}
     return Task("shop-test", "shop", "hand-made", "test", params=params)
 
 
@@ -62,14 +56,43 @@ def test_check_env_passes():
 
 def test_thousands_of_distinct_tasks_per_split():
     tasks = env.tasks("train", 2000)
-    assert len({t.instruction for t in tasks}) == 2000
+    # A request drawn twice, once worded with the email and once with name and zip, is one
+    # problem; the same words can ask the same question in two stores (two worlds).
+    assert len({repr(sorted(t.params.items())) for t in tasks}) >= 1990
+    assert len({t.instruction for t in tasks}) >= 1990
 
 
-def test_difficulty_counts_sub_requests():
+def test_difficulty_is_the_length_of_the_shortest_plan_after_the_lookup():
     for level in range(1, 6):
         for task in env.tasks("train", 30, difficulty=level):
-            questions = 1 if task.params["facts"] else 0
-            assert len(task.params["writes"]) + questions == level
+            plan = env.oracle(task)
+            assert plan[0].name.startswith("find_customer") and plan[-1].name == "finish"
+            assert len(plan) - 2 == level
+            assert play(env, task, plan).passed
+
+
+def test_level_one_is_one_read_or_one_spelled_out_write():
+    kinds = set()
+    for task in env.tasks("test", 60, difficulty=1):
+        (_, action, _) = env.oracle(task)
+        kinds.add(action.name)
+        if "order_id" in action.arguments:
+            assert action.arguments["order_id"] in task.instruction
+    assert {"get_order", "cancel_order", "modify_customer_address"} <= kinds
+
+
+def test_how_the_customer_identifies_is_wording_not_params():
+    tasks = env.tasks("train", 200, difficulty=1)
+    by_email = [t for t in tasks if "@" in t.instruction]
+    assert 0 < len(by_email) < len(tasks)
+    for task in tasks[:20]:
+        assert "identify" not in task.params
+        lookup_call = env.oracle(task)[0]
+        spelled = next(iter(lookup_call.arguments.values()))
+        assert spelled in task.instruction
+        assert lookup_call.name == (
+            "find_customer_by_email" if "@" in task.instruction else "find_customer_by_name_zip"
+        )
 
 
 def test_every_family_is_drawn():
@@ -350,10 +373,14 @@ def test_describe_names_what_oracle_trajectories_did():
     for task in env.tasks("train", 40):
         trajectory = play(env, task, env.oracle(task))
         relabelled = env.describe(trajectory)
-        if not task.params["writes"]:
-            assert relabelled is None
-            continue
         assert relabelled is not None, task.instruction
+        if not task.params["writes"]:
+            assert relabelled.family == "info"
+            assert (
+                relabelled.params["facts"] == task.params["facts"][-1:]
+                or relabelled.params["facts"] == task.params["facts"]
+            )
+            continue
         described += 1
         calls = [s.call for s in trajectory.steps if s.call]
         assert play(env, relabelled, calls).passed
@@ -449,3 +476,98 @@ def test_describe_yields_passing_tasks_for_random_explorations():
         assert not play(env, relabelled, [finish()]).passed
         assert play(env, relabelled, env.oracle(relabelled)).passed
     assert yielded >= 5
+
+
+# --- closed argument sets and subgoal relabelling -------------------------------------------
+
+
+def test_ids_must_have_their_shape_and_products_come_from_the_store():
+    customer, order = order_with("pending")
+    session = env.session(task_for([], customer=customer.id))
+    tools = {t["function"]["name"]: t["function"]["parameters"] for t in session.reset().tools}
+    products = sorted({v.product_id for v in store(SEED).variants.values()})
+    assert tools["get_product"]["properties"]["product_id"]["enum"] == products
+    assert "pattern" in tools["get_order"]["properties"]["order_id"]
+    session.step(lookup(customer))
+    for call in (
+        ToolCall("get_order", {"order_id": "12345"}),
+        ToolCall("get_customer", {"customer_id": "John Smith"}),
+        ToolCall("get_product", {"product_id": "P0000"}),
+        ToolCall("cancel_order", {"order_id": order.id, "reason": "too expensive"}),
+    ):
+        observation = session.step(call)
+        assert observation.error and observation.error.startswith(f"bad arguments for {call.name}")
+    assert session.step(ToolCall("get_order", {"order_id": order.id.lower()})).error is None
+    session.close()
+
+
+def prefix_views(trajectory: Trajectory) -> list[list[ToolCall]]:
+    """The episode cut after each successful action, finished with what that action showed."""
+    views = []
+    for end, step in enumerate(trajectory.steps, 1):
+        if step.call is None or step.failed or step.call.name == "finish":
+            continue
+        calls = [s.call for s in trajectory.steps[:end] if s.call]
+        views.append([*calls, finish(step.observation.text)])
+    return views
+
+
+def returns_with_an_item_kept() -> tuple[Task, ToolCall, str]:
+    """A return task whose order holds an item the customer keeps, and that item's id."""
+    for task in env.tasks("train", 200, difficulty=2):
+        if task.family != "return":
+            continue
+        write = next(c for c in env.oracle(task) if c.name == "return_items")
+        order = store(task.params["db_seed"]).orders[write.arguments["order_id"]]
+        kept = [i.id for i in order.items if i.id not in write.arguments["item_ids"]]
+        if kept:
+            return task, write, kept[0]
+    raise AssertionError("no return task keeps an item")
+
+
+def test_a_failed_episode_is_relabelled_to_the_questions_and_writes_its_prefixes_reached():
+    task, write, kept = returns_with_an_item_kept()
+    shop = store(task.params["db_seed"])
+    order = shop.orders[write.arguments["order_id"]]
+    other = next(o for o in shop.customers[order.customer_id].order_ids if o != order.id)
+    wrong = {**write.arguments, "item_ids": [kept]}
+    lookup_call = env.oracle(task)[0]
+    calls = [
+        lookup_call,
+        ToolCall("get_order", {"order_id": other}),
+        ToolCall("return_items", wrong),
+    ]
+    failed = play(env, task, calls)
+    assert not failed.passed and not any(s.failed for s in failed.steps)
+    views = prefix_views(failed)
+    described = [env.describe(play(env, task, view)) for view in views]
+    assert described[0] is None  # confirming identity alone achieves nothing
+    question = described[1]
+    assert question is not None and question.family == "info" and question.difficulty == 1
+    assert question.params["facts"] == [
+        {"kind": "status", "order_id": other},
+        {"kind": "total", "order_id": other},
+    ]
+    assert question.instruction.endswith(
+        f"What is the status of my order {other} and what is its total?"
+    )
+    returned = described[2]
+    assert returned is not None and returned.family == "return"
+    assert returned.params["writes"] == [{"name": "return_items", "arguments": wrong}]
+    for found, view in zip(described[1:], views[1:], strict=True):
+        assert play(env, found, view).passed
+
+
+def test_an_episode_that_found_nothing_out_is_not_relabelled():
+    customer, order = order_with("pending")
+    stranger = next(c for c in store(SEED).customers.values() if c.id != customer.id)
+    task = task_for([], customer=customer.id)
+    calls = [
+        ToolCall("get_order", {"order_id": order.id}),  # before identity: refused
+        lookup(stranger),
+        ToolCall("get_order", {"order_id": order.id}),  # someone else's order: refused
+        finish("Your order is pending."),
+    ]
+    trajectory = play(env, task, calls)
+    assert env.describe(trajectory) is None
+    assert all(env.describe(play(env, task, view)) is None for view in prefix_views(trajectory))

@@ -11,9 +11,10 @@ violation. See ``docs/envs/shop.md``.
 from __future__ import annotations
 
 from ratchet.env import SimpleEnv
+from ratchet.envs.shop.db import store
 from ratchet.envs.shop.oracle import oracle_calls
 from ratchet.envs.shop.relabel import relabel
-from ratchet.envs.shop.tasks import sample
+from ratchet.envs.shop.tasks import MAX_DIFFICULTY, sample
 from ratchet.envs.shop.tools import POLICY, World, make_tools
 from ratchet.envs.shop.verify import judge
 from ratchet.task import Task
@@ -32,7 +33,9 @@ def _check(task: Task, world: World, answer: str | None) -> Verdict:
 
 
 def _solve(task: Task) -> list[ToolCall]:
-    return oracle_calls(task.params)
+    # The customer gave either their email or their name and zip; the oracle uses what it got.
+    email = store(task.params["db_seed"]).customers[task.params["customer_id"]].email
+    return oracle_calls(task.params, by_email=email in task.instruction)
 
 
 env: SimpleEnv[World] = SimpleEnv(
@@ -44,7 +47,8 @@ env: SimpleEnv[World] = SimpleEnv(
     check=_check,
     solve=_solve,
     policy=POLICY,
-    max_difficulty=5,
+    max_difficulty=MAX_DIFFICULTY,
+    version="2",
     teardown=World.close,
     relabel=relabel,
 )

@@ -74,6 +74,10 @@ CITIES = [
     ("Tucson", "AZ", "85701"), ("Albany", "NY", "12207"), ("Fresno", "CA", "93721"),
     ("Savannah", "GA", "31401"), ("Boise", "ID", "83702"), ("Omaha", "NE", "68102"),
 ]  # fmt: skip
+FIRST_NAMES = tuple(_FIRST)
+LAST_NAMES = tuple(_LAST)
+ZIPS = tuple(zip_code for _, _, zip_code in CITIES)
+"""Every first name, last name and zip code a customer of any store can have."""
 # Product name -> option dimensions -> values; each store stocks a seeded subset.
 _PRODUCTS: dict[str, dict[str, list[str]]] = {
     "T-Shirt": {"color": ["black", "white", "navy", "red"], "size": ["S", "M", "L", "XL"]},

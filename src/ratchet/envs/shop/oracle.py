@@ -1,48 +1,76 @@
-"""The shop's oracle: what a careful agent does for a request, read by read.
+"""The shop's oracle: the shortest plan a careful agent follows for a request.
 
-The gold *writes* define the expected state; the oracle wraps them in the reads an agent needs
-to find the ids it must pass (the order, the product's variants, the customer's payment
-methods) and the reads that answer the customer's questions, so its trajectories make useful
-demonstrations. Reads change nothing, so the verifier replays only the lookup and the writes.
+The gold *writes* define the expected state; the oracle wraps them in the reads an agent cannot
+do without: the order, for item ids or the payment method that paid it; the product, for
+variant ids; the customer, for any other payment method; and after the writes, one read per
+question asked. A write whose arguments the request spells out (cancel a named order, ship it
+to a given address, change the default address) needs no read. Reads change nothing, so the
+verifier replays only the lookup and the writes. :func:`difficulty_of` counts this plan.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ratchet.envs.shop.db import store
-from ratchet.envs.shop.verify import expected, gold_calls
+from ratchet.envs.shop.db import Store, store
+from ratchet.envs.shop.verify import expected, gold_calls, lookup_call
 from ratchet.tool import ToolCall
 
 
-def oracle_calls(params: dict[str, Any]) -> list[ToolCall]:
-    """Return the oracle's calls: lookup, reads before each write, the writes, reads, finish."""
+def oracle_calls(params: dict[str, Any], by_email: bool = True) -> list[ToolCall]:
+    """Return the oracle's calls: lookup, the shortest plan, and ``finish`` stating the facts.
+
+    Args:
+        params: The task's params.
+        by_email: Confirm identity by email (else by name and zip code), as the customer did.
+    """
+    lookup = lookup_call(params, by_email)
+    return [lookup, *plan(params), ToolCall("finish", {"answer": oracle_answer(params)})]
+
+
+def plan(params: dict[str, Any]) -> list[ToolCall]:
+    """Return the shortest plan's actions after the identity lookup, without ``finish``."""
     shop = store(params["db_seed"])
-    customer_id = params["customer_id"]
-    lookup, *writes = gold_calls(params)
-    calls = [lookup]
-    for write in writes:
-        args = write.arguments
-        reads = []
-        if "order_id" in args:
-            reads.append(ToolCall("get_order", {"order_id": args["order_id"]}))
-        for variant_id in args.get("new_variant_ids", []):
-            product_id = shop.variants[variant_id].product_id
-            reads.append(ToolCall("get_product", {"product_id": product_id}))
-        method = args.get("payment_method_id") or args.get("refund_payment_method_id")
-        original = shop.orders[args["order_id"]].payment_id if "order_id" in args else None
-        if write.name == "modify_customer_address" or method not in (None, original):
-            reads.append(ToolCall("get_customer", {"customer_id": customer_id}))
-        calls += [read for read in reads if read not in calls]
+    calls: list[ToolCall] = []
+    for write in gold_calls(params)[1:]:
+        calls += [read for read in _reads_for(shop, params, write) if read not in calls]
         calls.append(write)
+    asked: list[ToolCall] = []
     for fact in params["facts"]:
-        if fact["kind"] == "status":
-            calls.append(ToolCall("get_order", {"order_id": fact["order_id"]}))
-        elif fact["kind"] == "balance":
-            calls.append(ToolCall("get_customer", {"customer_id": customer_id}))
-        elif fact["kind"] == "pending_orders":
-            calls.append(ToolCall("list_orders", {"customer_id": customer_id}))
-    return [*calls, ToolCall("finish", {"answer": oracle_answer(params)})]
+        read = _read_for_fact(params, fact)
+        if read not in asked:
+            asked.append(read)
+    return calls + asked
+
+
+def difficulty_of(params: dict[str, Any]) -> int:
+    """Return how many actions the request takes after the identity lookup."""
+    return len(plan(params))
+
+
+def _reads_for(shop: Store, params: dict[str, Any], write: ToolCall) -> list[ToolCall]:
+    args = write.arguments
+    if write.name in ("cancel_order", "modify_order_address", "modify_customer_address"):
+        return []
+    order = shop.orders[args["order_id"]]
+    method = args.get("payment_method_id") or args.get("refund_payment_method_id")
+    reads = []
+    if "item_ids" in args or method == order.payment_id:
+        reads.append(ToolCall("get_order", {"order_id": order.id}))
+    for variant_id in args.get("new_variant_ids", []):
+        product_id = shop.variants[variant_id].product_id
+        reads.append(ToolCall("get_product", {"product_id": product_id}))
+    if method != order.payment_id:
+        reads.append(ToolCall("get_customer", {"customer_id": params["customer_id"]}))
+    return reads
+
+
+def _read_for_fact(params: dict[str, Any], fact: dict[str, str]) -> ToolCall:
+    if fact["kind"] in ("status", "total"):
+        return ToolCall("get_order", {"order_id": fact["order_id"]})
+    if fact["kind"] == "balance":
+        return ToolCall("get_customer", {"customer_id": params["customer_id"]})
+    return ToolCall("list_orders", {"customer_id": params["customer_id"]})
 
 
 def oracle_answer(params: dict[str, Any]) -> str:

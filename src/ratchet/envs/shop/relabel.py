@@ -1,25 +1,32 @@
-"""Hindsight relabelling for the shop: name the request that a trajectory's writes fulfilled.
+"""Hindsight relabelling for the shop: name the request that a trajectory fulfilled.
 
 The writes that succeeded become the gold writes of a new request for the customer they were
 made for, worded exactly as sampled requests are. Address changes are netted (only the last
 one per order or customer counts, and none if it restores the original), so a relabelled task
 always asks for a change the null policy does not already satisfy.
+
+A trajectory that changed nothing but looked something up for a confirmed customer and stated
+it in its final answer is named by the question that answer answers: the status and/or total
+of the order it read, the balance of the gift card it saw, or which orders are pending.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ratchet.env import FINISH
 from ratchet.envs.shop.db import DB_SEEDS, Address, Store, store
-from ratchet.envs.shop.tasks import family_of, render
+from ratchet.envs.shop.oracle import difficulty_of
+from ratchet.envs.shop.tasks import MAX_DIFFICULTY, family_of
 from ratchet.envs.shop.tools import VIOLATION, WRITE_TOOLS, normalise_address, order_key
+from ratchet.envs.shop.verify import expected, unstated
+from ratchet.envs.shop.wording import Fact, render
 from ratchet.task import TaskSpec
 from ratchet.tool import ToolError
 
 if TYPE_CHECKING:
     from ratchet.trajectory import Trajectory
 
-MAX_DIFFICULTY = 5
 _ADDRESS_FIELDS = ("street", "city", "state", "zip_code")
 
 
@@ -32,6 +39,8 @@ def relabel(trajectory: Trajectory) -> TaskSpec | None:
     db_seed = trajectory.task.params.get("db_seed")
     if not isinstance(db_seed, int) or not 0 <= db_seed < DB_SEEDS:
         return None
+    if not any(s.call and s.call.name in WRITE_TOOLS and not s.failed for s in trajectory.steps):
+        return _question(db_seed, trajectory)
     writes: list[dict[str, Any]] = []
     for step in trajectory.steps:
         error = step.observation.error
@@ -47,18 +56,59 @@ def relabel(trajectory: Trajectory) -> TaskSpec | None:
     owners = {_owner(shop, w) for w in writes}
     if len(owners) != 1:
         return None
-    params = {
-        "db_seed": db_seed,
-        "customer_id": owners.pop(),
-        "identify": "email",
-        "writes": writes,
-        "facts": [],
-    }
+    params = {"db_seed": db_seed, "customer_id": owners.pop(), "writes": writes, "facts": []}
+    return _spec(params)
+
+
+def _spec(params: dict[str, Any]) -> TaskSpec | None:
     try:
         text = render(params)
     except (ValueError, KeyError):
         return None
-    return TaskSpec(text, params, family_of(params), min(len(writes), MAX_DIFFICULTY))
+    level = min(difficulty_of(params), MAX_DIFFICULTY)
+    return TaskSpec(text, params, family_of(params), level)
+
+
+def _question(db_seed: int, trajectory: Trajectory) -> TaskSpec | None:
+    """The question the final answer answers, about the last thing looked up that it states."""
+    confirmed, answer = None, None
+    reads: list[list[dict[str, str]]] = []
+    for step in trajectory.steps:
+        call = step.call
+        if call is None or step.failed:
+            continue
+        if call.name.startswith("find_customer"):
+            confirmed = step.observation.text.rpartition(" ")[2]
+        elif call.name == FINISH:
+            answer = str(call.arguments.get("answer", ""))
+        elif confirmed is not None:
+            reads.append(_facts_shown(store(db_seed), confirmed, call.name, call.arguments))
+    if confirmed is None or not answer:
+        return None
+    own = set(store(db_seed).customers[confirmed].order_ids)
+    for facts in reversed(reads):
+        params = {"db_seed": db_seed, "customer_id": confirmed, "writes": [], "facts": facts}
+        values = expected(params).facts if facts else ()
+        stated = [f for f, v in zip(facts, values, strict=True) if not unstated(answer, (v,), own)]
+        if stated:
+            return _spec({**params, "facts": stated})
+    return None
+
+
+def _facts_shown(shop: Store, customer: str, tool: str, args: dict[str, Any]) -> list[Fact]:
+    """The facts about ``customer`` that a successful read showed."""
+    if tool == "get_order":
+        order = shop.orders.get(order_key(str(args.get("order_id", ""))))
+        if order is None or order.customer_id != customer:
+            return []
+        return [{"kind": "status", "order_id": order.id}, {"kind": "total", "order_id": order.id}]
+    if tool == "get_customer" and args.get("customer_id") == customer:
+        methods = shop.customers[customer].payment_ids
+        gift = [p for p in methods if shop.payments[p].kind == "gift_card"]
+        return [{"kind": "balance", "payment_method_id": gift[0]}] if gift else []
+    if tool == "list_orders" and args.get("customer_id") == customer:
+        return [{"kind": "pending_orders", "customer_id": customer}]
+    return []
 
 
 def _normalised(write: dict[str, Any]) -> dict[str, Any]:

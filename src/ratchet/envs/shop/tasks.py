@@ -1,12 +1,15 @@
-"""Shop tasks: customer requests drawn from a seeded store, and their wording.
+"""Shop tasks: customer requests drawn from a seeded store.
 
-A task's params name the store (``db_seed``), the customer, how they identify themselves, the
-gold ``writes`` (tool calls) and the ``facts`` they ask for. The instruction is rendered from
-those params alone, so hindsight relabelling (which turns the writes a trajectory made into
-params) and the sampler share one wording.
+A task's params name the store (``db_seed``), the customer, the gold ``writes`` (tool calls) and
+the ``facts`` they ask for; how the customer identifies themselves (email, or name and zip) is
+wording, drawn for the instruction only. Sub-requests are writes and at most one question; some
+depend on an earlier one (ship an order to the new default address; the gift card balance
+after refunds).
 
-Difficulty is the number of sub-requests: each is one write, or one question; some depend on
-an earlier one (ship an order to the new default address; the gift card balance after refunds).
+**Difficulty is the number of actions the shortest plan takes after the identity lookup**
+(:func:`~ratchet.envs.shop.oracle.difficulty_of`): reading an order to answer its status is 1,
+cancelling a named order is 1, a return that needs the order's item ids is 2, an exchange that
+also needs the product's variants is 3 or more.
 """
 
 from __future__ import annotations
@@ -27,15 +30,16 @@ from ratchet.envs.shop.db import (
     random_address,
     store,
 )
+from ratchet.envs.shop.oracle import difficulty_of
+from ratchet.envs.shop.wording import Identify, render
 from ratchet.task import TaskSpec
 
 Write = dict[str, Any]
 Fact = dict[str, str]
 
-_REASON_TEXT = {
-    "no longer needed": "I no longer need it",
-    "ordered by mistake": "I ordered it by mistake",
-}
+MAX_DIFFICULTY = 5
+_MAX_DRAWS = 2000
+_ASK_LAST = 0.35
 FAMILIES = {
     "cancel_order": "cancel",
     "modify_order_address": "address",
@@ -77,24 +81,29 @@ class _Plan:
 
 
 def sample(rng: random.Random, difficulty: int) -> TaskSpec:
-    """Draw one customer request of ``difficulty`` sub-requests from a seeded store.
+    """Draw one request whose shortest plan takes ``difficulty`` actions after the lookup.
 
     Raises:
-        RuntimeError: If no feasible request is found (does not happen with the built-in data).
+        ValueError: If ``difficulty`` is outside ``1..MAX_DIFFICULTY``.
+        RuntimeError: If no such request is found (does not happen with the built-in data).
     """
-    for _ in range(100):
+    if not 1 <= difficulty <= MAX_DIFFICULTY:
+        raise ValueError(f"shop difficulty must be in 1..{MAX_DIFFICULTY}; got {difficulty}")
+    for _ in range(_MAX_DRAWS):
         shop = store(rng.randrange(DB_SEEDS))
         customer = shop.customers[rng.choice(sorted(shop.customers))]
         plan = _Plan(shop, customer)
-        if _fill(rng, plan, difficulty):
-            params = {
-                "db_seed": shop.seed,
-                "customer_id": customer.id,
-                "identify": rng.choice(["email", "name_zip"]),
-                "writes": plan.writes,
-                "facts": plan.facts,
-            }
-            return TaskSpec(render(params), params, family_of(params))
+        if not _fill(rng, plan, rng.randint(1, difficulty)):
+            continue
+        params = {
+            "db_seed": shop.seed,
+            "customer_id": customer.id,
+            "writes": plan.writes,
+            "facts": plan.facts,
+        }
+        identify: Identify = rng.choice(("email", "name_zip"))
+        if difficulty_of(params) == difficulty:
+            return TaskSpec(render(params, identify), params, family_of(params))
     raise RuntimeError(f"shop: no feasible request of difficulty {difficulty}")
 
 
@@ -106,18 +115,14 @@ def family_of(params: dict[str, Any]) -> str:
     return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
-def _fill(rng: random.Random, plan: _Plan, difficulty: int) -> bool:
-    if difficulty == 1 and rng.random() < 1 / 8:
-        return _info(rng, plan)
-    left = difficulty
+def _fill(rng: random.Random, plan: _Plan, count: int) -> bool:
+    """Add ``count`` sub-requests (writes, and at most one question) to ``plan``."""
+    left = count
     # An atom that found nothing to do for this customer is dropped, so a customer without
     # (say) pending orders fails fast instead of redrawing the same impossible atoms.
     atoms = list(_ATOMS)
     while left > 0 and atoms:
-        gift = plan.gift_card
-        changed_gift = plan.gift_cents != plan.gift_start
-        if left == 1 and gift and changed_gift and not plan.facts and rng.random() < 0.5:
-            plan.facts.append({"kind": "balance", "payment_method_id": gift})
+        if left == 1 and rng.random() < _ASK_LAST and _ask(rng, plan):
             return True
         usable = atoms if left >= 2 else [a for a in atoms if a != "address_chain"]
         if not usable:
@@ -130,24 +135,30 @@ def _fill(rng: random.Random, plan: _Plan, difficulty: int) -> bool:
     return left == 0
 
 
-def _info(rng: random.Random, plan: _Plan) -> bool:
-    kinds = ["order"]
-    if plan.gift_card:
-        kinds.append("balance")
-    if plan.orders("pending"):
-        kinds.append("pending")
+def _ask(rng: random.Random, plan: _Plan) -> int:
+    """Add one question: an order's status and/or total, the gift card balance, or pending ids.
+
+    The order is one the request does not change; the balance is asked after the writes.
+    """
+    if plan.facts:
+        return 0
+    kinds = ["balance"] if plan.gift_card else []
+    untouched = [o for o in plan.customer.order_ids if o not in plan.used_orders]
+    kinds += ["order"] * 2 if untouched else []
+    kinds += ["pending"] if plan.orders("pending") else []
+    if not kinds:
+        return 0
     kind = rng.choice(kinds)
     if kind == "order":
-        order = rng.choice(sorted(plan.customer.order_ids))
-        plan.facts += [
-            {"kind": "status", "order_id": order},
-            {"kind": "total", "order_id": order},
-        ]
+        order = rng.choice(untouched)
+        plan.used_orders.add(order)
+        asked = rng.choice((("status",), ("total",), ("status", "total")))
+        plan.facts += [{"kind": k, "order_id": order} for k in asked]
     elif kind == "balance" and plan.gift_card:
         plan.facts.append({"kind": "balance", "payment_method_id": plan.gift_card})
     else:
         plan.facts.append({"kind": "pending_orders", "customer_id": plan.customer.id})
-    return True
+    return 1
 
 
 def _write(plan: _Plan, name: str, **arguments: Any) -> int:
@@ -300,19 +311,6 @@ def _refund_shipping(rng: random.Random, plan: _Plan) -> int:
     return _write(plan, "refund_shipping", order_id=order.id, refund_payment_method_id=method)
 
 
-def _ask_order(rng: random.Random, plan: _Plan) -> int:
-    """A question about an order the request does not change: its status and total."""
-    if plan.facts:
-        return 0
-    untouched = [o for o in plan.customer.order_ids if o not in plan.used_orders]
-    if not untouched:
-        return 0
-    order = rng.choice(untouched)
-    plan.used_orders.add(order)
-    plan.facts += [{"kind": "status", "order_id": order}, {"kind": "total", "order_id": order}]
-    return 1
-
-
 _ATOMS: dict[str, Callable[[random.Random, _Plan], int]] = {
     "cancel": _cancel,
     "order_address": _order_address,
@@ -322,116 +320,5 @@ _ATOMS: dict[str, Callable[[random.Random, _Plan], int]] = {
     "exchange": _exchange,
     "return": _return,
     "refund_shipping": _refund_shipping,
-    "ask_order": _ask_order,
+    "ask": _ask,
 }
-
-
-class Unspeakable(ValueError):
-    """The writes cannot be worded unambiguously (e.g. two identical items in one order)."""
-
-
-def render(params: dict[str, Any]) -> str:
-    """Word a request from its params, as the customer would write it.
-
-    Raises:
-        Unspeakable: If an item could not be named unambiguously by product and options.
-    """
-    shop = store(params["db_seed"])
-    customer = shop.customers[params["customer_id"]]
-    name = f"{customer.first_name} {customer.last_name}"
-    if params["identify"] == "email":
-        lines = [f"Hi, this is {name} ({customer.email})."]
-    else:
-        lines = [f"Hi, this is {name}, zip code {customer.address.zip}."]
-    touched = {w["arguments"].get("order_id") for w in params["writes"]}
-    variants = {i.id: i.variant_id for o in touched if o for i in shop.orders[o].items}
-    new_default: dict[str, str] | None = None
-    for write in params["writes"]:
-        args = write["arguments"]
-        lines.append(_sentence(shop, write["name"], args, variants, new_default))
-        if write["name"] == "modify_customer_address":
-            new_default = args
-        if write["name"] in ("modify_order_items", "exchange_items"):
-            variants.update(zip(args["item_ids"], args["new_variant_ids"], strict=True))
-    lines += _questions(params["facts"], bool(params["writes"]))
-    return " ".join(lines)
-
-
-def _sentence(
-    shop: Store,
-    tool: str,
-    args: dict[str, Any],
-    variants: dict[str, str],
-    new_default: dict[str, str] | None,
-) -> str:
-    order = shop.orders.get(args.get("order_id", ""))
-    if tool == "modify_customer_address":
-        return f"Please change my default address to {_where(args)}."
-    assert order is not None
-    if tool == "cancel_order":
-        return f"Please cancel order {order.id}: {_REASON_TEXT[args['reason']]}."
-    if tool == "modify_order_address":
-        if new_default is not None and _where(new_default) == _where(args):
-            return f"Please ship my pending order {order.id} to that new address as well."
-        return f"Please ship my pending order {order.id} to {_where(args)} instead."
-    if tool == "refund_shipping":
-        where = _pay_phrase(shop, order, args["refund_payment_method_id"])
-        return f"Order {order.id} arrived late; please refund its shipping fee to {where}."
-    names = [_item_name(shop, order, variants, item) for item in args["item_ids"]]
-    if tool == "return_items":
-        where = _pay_phrase(shop, order, args["refund_payment_method_id"])
-        return f"I want to return {_join(names)} from order {order.id}, refunded to {where}."
-    changes = [
-        f"{item} for the one with {shop.variants[new].options}"
-        for item, new in zip(names, args["new_variant_ids"], strict=True)
-    ]
-    method = _pay_phrase(shop, order, args["payment_method_id"])
-    if tool == "modify_order_items":
-        return (
-            f"In my pending order {order.id}, please swap {_join(changes)}; settle any price "
-            f"difference with {method}."
-        )
-    return (
-        f"Please exchange {_join(changes)} from my delivered order {order.id}; settle any price "
-        f"difference with {method}."
-    )
-
-
-def _where(args: dict[str, str]) -> str:
-    return f"{args['street']}, {args['city']}, {args['state']} {args['zip_code']}"
-
-
-def _join(parts: list[str]) -> str:
-    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-
-
-def _item_name(shop: Store, order: Order, variants: dict[str, str], item_id: str) -> str:
-    variant = shop.variants[variants[item_id]]
-    same = [i for i in order.items if variants[i.id] == variant.id]
-    if len(same) != 1:
-        raise Unspeakable(f"order {order.id} holds {len(same)} items of variant {variant.id}")
-    return f"the {variant.product} ({variant.options})"
-
-
-def _pay_phrase(shop: Store, order: Order, payment_id: str) -> str:
-    if payment_id == order.payment_id:
-        return "the original payment method"
-    method = shop.payments[payment_id]
-    if method.kind == "gift_card":
-        return "my gift card"
-    return f"my card ending in {method.last4}"
-
-
-def _questions(facts: list[Fact], after_writes: bool) -> list[str]:
-    asked = []
-    for fact in facts:
-        if fact["kind"] == "status":
-            asked.append(f"What is the status of my order {fact['order_id']}")
-        elif fact["kind"] == "total":
-            asked.append("what is its total")
-        elif fact["kind"] == "balance":
-            later = " after all that" if after_writes else ""
-            asked.append(f"What balance is left on my gift card{later}")
-        else:
-            asked.append("Which of my orders are still pending (their order ids)")
-    return [" and ".join(asked) + "?"] if asked else []

@@ -12,9 +12,12 @@ import sqlite3
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from ratchet.envs.shop.db import fresh_copy, money
+from pydantic import Field
+
+from ratchet.envs.choices import closed
+from ratchet.envs.shop.db import FIRST_NAMES, LAST_NAMES, ZIPS, fresh_copy, money, store
 from ratchet.tool import ToolCall, ToolError
 
 POLICY = """\
@@ -44,6 +47,16 @@ WRITE_TOOLS = (
 )
 VIOLATION = "Policy violation: "
 CancelReason = Literal["no longer needed", "ordered by mistake"]
+# Ids and codes have one shape each; constraining arguments to it keeps a model that decodes
+# under the tools' schemas from inventing ids of another shape (it copies the real ones).
+OrderId = Annotated[str, Field(pattern=r"^#?[Ww]\d{7}$")]
+CustomerId = Annotated[str, Field(pattern=r"^[a-z]+_[a-z]+_\d{4}$")]
+ItemId = Annotated[str, Field(pattern=r"^I\d{6}$")]
+VariantId = Annotated[str, Field(pattern=r"^V\d{5}$")]
+PaymentId = Annotated[str, Field(pattern=r"^(card|gift_card)_\d{7}$")]
+Email = Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[A-Za-z]+$")]
+State = Annotated[str, Field(pattern=r"^[A-Za-z]{2}$")]
+Zip = Annotated[str, Field(pattern=r"^\d{5}$")]
 
 
 @dataclass
@@ -246,7 +259,7 @@ def make_tools(world: World) -> list[Callable[..., Any]]:
         world.confirmed.add(customer["id"])
         return f"Identity confirmed: customer_id {customer['id']}"
 
-    def find_customer_by_email(email: str) -> str:
+    def find_customer_by_email(email: Email) -> str:
         """Look a customer up by email; this confirms their identity.
 
         Args:
@@ -272,7 +285,7 @@ def make_tools(world: World) -> list[Callable[..., Any]]:
         )
         return confirm(found, "name and zip code")
 
-    def get_customer(customer_id: str) -> dict[str, Any]:
+    def get_customer(customer_id: CustomerId) -> dict[str, Any]:
         """Show a confirmed customer's profile, address, payment methods and order ids.
 
         Args:
@@ -294,7 +307,7 @@ def make_tools(world: World) -> list[Callable[..., Any]]:
             "orders": [o["id"] for o in orders],
         }
 
-    def list_orders(customer_id: str) -> list[dict[str, Any]]:
+    def list_orders(customer_id: CustomerId) -> list[dict[str, Any]]:
         """List a confirmed customer's orders with their status and total.
 
         Args:
@@ -305,7 +318,7 @@ def make_tools(world: World) -> list[Callable[..., Any]]:
         listed = [get_order(o["id"]) for o in orders]
         return [{k: o[k] for k in ("order_id", "status", "total")} for o in listed]
 
-    def get_order(order_id: str) -> dict[str, Any]:
+    def get_order(order_id: OrderId) -> dict[str, Any]:
         """Show an order: status, address, payment, items (with item ids) and total.
 
         Args:
@@ -381,7 +394,7 @@ def make_tools(world: World) -> list[Callable[..., Any]]:
             ],
         }
 
-    def cancel_order(order_id: str, reason: CancelReason) -> str:
+    def cancel_order(order_id: OrderId, reason: CancelReason) -> str:
         """Cancel a pending order and refund its payments to the methods that made them.
 
         Args:
@@ -413,7 +426,7 @@ def make_tools(world: World) -> list[Callable[..., Any]]:
         return f"Order {order['id']} cancelled; payments refunded."
 
     def modify_order_address(
-        order_id: str, street: str, city: str, state: str, zip_code: str
+        order_id: OrderId, street: str, city: str, state: State, zip_code: Zip
     ) -> str:
         """Change the shipping address of a pending order.
 
@@ -436,7 +449,7 @@ def make_tools(world: World) -> list[Callable[..., Any]]:
         return f"Order {order['id']} will ship to {', '.join(address)}."
 
     def modify_customer_address(
-        customer_id: str, street: str, city: str, state: str, zip_code: str
+        customer_id: CustomerId, street: str, city: str, state: State, zip_code: Zip
     ) -> str:
         """Change a customer's default address (existing orders keep theirs).
 
@@ -463,7 +476,10 @@ def make_tools(world: World) -> list[Callable[..., Any]]:
         return f"Default address of {customer_id} is now {', '.join(address)}."
 
     def modify_order_items(
-        order_id: str, item_ids: list[str], new_variant_ids: list[str], payment_method_id: str
+        order_id: OrderId,
+        item_ids: list[ItemId],
+        new_variant_ids: list[VariantId],
+        payment_method_id: PaymentId,
     ) -> str:
         """Change items of a pending order to other variants of the same products.
 
@@ -480,7 +496,9 @@ def make_tools(world: World) -> list[Callable[..., Any]]:
         conn.commit()
         return f"Items of {order['id']} changed; price difference {money(difference)}."
 
-    def return_items(order_id: str, item_ids: list[str], refund_payment_method_id: str) -> str:
+    def return_items(
+        order_id: OrderId, item_ids: list[ItemId], refund_payment_method_id: PaymentId
+    ) -> str:
         """Return items of a delivered order and refund their price.
 
         Args:
@@ -503,7 +521,10 @@ def make_tools(world: World) -> list[Callable[..., Any]]:
         return f"Returned {len(items)} item(s) of {order['id']}; refunded {money(refund)}."
 
     def exchange_items(
-        order_id: str, item_ids: list[str], new_variant_ids: list[str], payment_method_id: str
+        order_id: OrderId,
+        item_ids: list[ItemId],
+        new_variant_ids: list[VariantId],
+        payment_method_id: PaymentId,
     ) -> str:
         """Exchange items of a delivered order for other variants of the same products.
 
@@ -520,7 +541,7 @@ def make_tools(world: World) -> list[Callable[..., Any]]:
         conn.commit()
         return f"Exchanged {len(pairs)} item(s) of {order['id']}; difference {money(difference)}."
 
-    def refund_shipping(order_id: str, refund_payment_method_id: str) -> str:
+    def refund_shipping(order_id: OrderId, refund_payment_method_id: PaymentId) -> str:
         """Refund the shipping fee of a delivered order that arrived late.
 
         Args:
@@ -539,14 +560,17 @@ def make_tools(world: World) -> list[Callable[..., Any]]:
         conn.commit()
         return f"Refunded shipping of {order['id']}: {money(order['shipping_cents'])}."
 
+    products = sorted({v.product_id for v in store(world.db_seed).variants.values()})
     return [
         find_customer_by_email,
-        find_customer_by_name_zip,
+        closed(
+            find_customer_by_name_zip, first_name=FIRST_NAMES, last_name=LAST_NAMES, zip_code=ZIPS
+        ),
         get_customer,
         list_orders,
         get_order,
         list_products,
-        get_product,
+        closed(get_product, product_id=products),
         cancel_order,
         modify_order_address,
         modify_customer_address,

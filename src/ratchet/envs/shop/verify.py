@@ -61,22 +61,25 @@ class Expected:
     facts: tuple[FactValue, ...]
 
 
+def lookup_call(params: dict[str, Any], by_email: bool = True) -> ToolCall:
+    """Return the call that confirms the customer's identity, by email or by name and zip."""
+    customer = store(params["db_seed"]).customers[params["customer_id"]]
+    if by_email:
+        return ToolCall("find_customer_by_email", {"email": customer.email})
+    return ToolCall(
+        "find_customer_by_name_zip",
+        {
+            "first_name": customer.first_name,
+            "last_name": customer.last_name,
+            "zip_code": customer.address.zip,
+        },
+    )
+
+
 def gold_calls(params: dict[str, Any]) -> list[ToolCall]:
     """Return the identity lookup followed by the gold writes (without ``finish``)."""
-    customer = store(params["db_seed"]).customers[params["customer_id"]]
-    if params["identify"] == "email":
-        lookup = ToolCall("find_customer_by_email", {"email": customer.email})
-    else:
-        lookup = ToolCall(
-            "find_customer_by_name_zip",
-            {
-                "first_name": customer.first_name,
-                "last_name": customer.last_name,
-                "zip_code": customer.address.zip,
-            },
-        )
     writes = [ToolCall(w["name"], dict(w["arguments"])) for w in params["writes"]]
-    return [lookup, *writes]
+    return [lookup_call(params), *writes]
 
 
 def gold_world(params: dict[str, Any]) -> World:
