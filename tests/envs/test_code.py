@@ -3,7 +3,7 @@ import functools
 import pytest
 
 from ratchet.check import check_env
-from ratchet.envs.code import env
+from ratchet.envs.code import env, level_of
 from ratchet.envs.code.families import BY_NAME, FAMILIES
 from ratchet.sandbox import landlock_abi
 from ratchet.tool import ToolCall
@@ -32,6 +32,29 @@ def test_thousands_of_distinct_tasks_and_every_kind():
     tasks = env.tasks("train", 2000)
     assert len({t.instruction for t in tasks}) == 2000
     assert {t.family for t in tasks} == {f.kind for f in FAMILIES}
+
+
+def test_thousands_of_distinct_problems_at_every_level():
+    """A problem is a family and its parameters: the function name and the examples are not."""
+    for level in range(1, 6):
+        pool = [f for f in FAMILIES if level_of(f) <= level and (level > 1) == (level_of(f) > 1)]
+        assert sum(len(f.grid) for f in pool) >= 1500, level
+
+
+def test_level_one_spells_out_the_expression_to_return():
+    for task in env.tasks("test", 20, difficulty=1):
+        assert task.family == "expression"
+        body = env.oracle(task)[0].arguments["code"].splitlines()[1].strip()
+        assert body.startswith("return ") and f"returns `{body[7:]}`" in task.instruction
+
+
+def test_levels_add_one_kind_at_a_time():
+    kinds = {
+        level: {t.family for t in env.tasks("train", 200, difficulty=level)} for level in (2, 3, 5)
+    }
+    assert kinds[2] == {"string", "list"}
+    assert kinds[3] == {"string", "list", "dict"}
+    assert kinds[5] == {"string", "list", "dict", "number", "algorithm"}
 
 
 def test_every_family_reference_passes_its_hidden_tests():
@@ -124,13 +147,31 @@ def test_describe_names_the_family_of_the_written_function():
 def test_describe_relabels_an_exploration_that_solved_another_task():
     task = _task("rotate")
     other = BY_NAME["top_k"]
-    code = other.reference("top_k", {"k": 2})
+    code = other.reference("top_k", {"k": 2, "small": False})
     trajectory = play(env, task, [_write(code), FINISH])
     assert not trajectory.passed
     described = env.describe(trajectory)
     assert described is not None
-    assert described.params["family"] == "top_k" and described.params["params"] == {"k": 2}
+    assert described.params["family"] == "top_k"
+    assert described.params["params"] == {"k": 2, "small": False}
+    assert described.difficulty == 2
     assert play(env, described, [_write(code), FINISH]).passed
+
+
+def test_a_failed_episode_is_relabelled_by_the_prefix_that_wrote_a_working_function():
+    task = _task("caesar")
+    fn = task.params["fn"]
+    wrong = f"def {fn}(text):\n    return text.upper()\n"
+    other = f"def {fn}(text):\n    return text.replace('a', 'b')\n"
+    calls = [_write(other), ToolCall("run_tests", {}), _write(wrong)]
+    failed = play(env, task, calls)
+    assert not failed.passed
+    view = [*calls[:2], ToolCall("finish", {"answer": failed.steps[1].observation.text})]
+    described = env.describe(play(env, task, view))
+    assert described is not None and described.family == "string"
+    assert described.params["params"] == {"old": "a", "new": "b"}
+    assert play(env, described, view).passed
+    assert env.describe(play(env, task, [*calls, FINISH])) is None  # upper() is no family
 
 
 def test_describe_names_nothing_without_a_working_function():

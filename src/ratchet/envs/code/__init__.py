@@ -10,6 +10,7 @@ never trusted.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import random
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from ratchet.verdict import Verdict
 SOLUTION = "solution.py"
 RUN_LIMITS = Limits(cpu_s=2, memory_mb=512, processes=8, timeout_s=5.0, output_bytes=65_536)
 _VISIBLE, _HIDDEN = 3, 12
+_PROBE_SEED = 0
 _MAX_SOLUTION_CHARS = 20_000
 _MARK = "@@ratchet-results@@"
 # Values are compared in a canonical, type-tagged form so that True != 1 and (1,) != [1].
@@ -123,9 +125,21 @@ def run_cases(sandbox: Sandbox, fn: str, cases: list[Args]) -> Outcome:
     return Outcome(tuple(results), replace(run, stdout=shown))
 
 
+KINDS = ("string", "list", "dict", "number", "algorithm")
+"""Level 1 draws ``expression`` families (the spec spells out the expression to return);
+level 2 draws string and list families, and each level above adds the next kind."""
+
+
+def level_of(family: Family) -> int:
+    """Return the lowest level that draws ``family``."""
+    return 1 if family.kind == "expression" else max(2, KINDS.index(family.kind) + 1)
+
+
 def _sample(rng: random.Random, difficulty: int) -> TaskSpec:
-    kinds = ("string", "list", "dict", "number", "algorithm")
-    pool = [f for f in FAMILIES if f.kind in kinds[: min(len(kinds), 1 + difficulty)]]
+    if difficulty == 1:
+        pool = [f for f in FAMILIES if f.kind == "expression"]
+    else:
+        pool = [f for f in FAMILIES if f.kind in KINDS[:difficulty]]
     family = rng.choice(pool)
     return _spec(family, rng.choice(family.names), rng.choice(family.grid), rng.randrange(10**9))
 
@@ -244,7 +258,14 @@ def _solve(task: Task) -> list[ToolCall]:
 
 
 def _relabel(trajectory: Trajectory) -> TaskSpec | None:
-    """Find the family, function and parameters that the last written solution implements."""
+    """Find the family and parameters that a function of the last written solution implements.
+
+    Each function the module defines at its top level runs once, in one sandbox, on fixed
+    probe inputs of every family; a family whose inputs it handled without error is matched
+    against the outputs of each of its parameter settings, computed on the host. Families
+    that use the function's name are tried first; the relabelled task keeps the name, which
+    is wording, not the problem.
+    """
     code = None
     for step in trajectory.steps:
         call = step.call
@@ -253,19 +274,49 @@ def _relabel(trajectory: Trajectory) -> TaskSpec | None:
     if not isinstance(code, str):
         return None
     try:
-        defined = {n.name for n in ast.walk(ast.parse(code)) if isinstance(n, ast.FunctionDef)}
+        defined = sorted(n.name for n in ast.parse(code).body if isinstance(n, ast.FunctionDef))
     except SyntaxError:
         return None
-    candidates = [(f, fn) for f in FAMILIES for fn in f.names if fn in defined]
+    seed = trajectory.task.seed
     with Sandbox(RUN_LIMITS) as sandbox:
         (sandbox.root / SOLUTION).write_text(code)
-        for family, fn in candidates:
-            cases = family_cases(family, trajectory.task.seed, _HIDDEN)
-            got = [r.get("value") for r in run_cases(sandbox, fn, cases).results]
-            for params in family.grid:
-                if got == expected(family, params, cases):
-                    return _spec(family, fn, params, trajectory.task.seed % 10**9)
+        for fn in defined:
+            found = _match(sandbox, fn)
+            if found is not None:
+                family, params = found
+                spec = _spec(family, fn, params, seed % 10**9)
+                return replace(spec, difficulty=level_of(family))
     return None
+
+
+def _match(sandbox: Sandbox, fn: str) -> tuple[Family, Params] | None:
+    families = sorted(FAMILIES, key=lambda f: fn not in f.names)
+    probes = [family_cases(family, _PROBE_SEED, _HIDDEN) for family in families]
+    results = run_cases(sandbox, fn, [case for cases in probes for case in cases]).results
+    for index, family in enumerate(families):
+        got = results[index * _HIDDEN : (index + 1) * _HIDDEN]
+        if any("error" in result for result in got):
+            continue
+        params = _outputs_index(family.name).get(json.dumps([r["value"] for r in got]))
+        if params is not None:
+            return family, params
+    return None
+
+
+@functools.cache
+def _outputs_index(name: str) -> dict[str, Params]:
+    """Map the outputs of each of a family's settings on the probe inputs to the setting.
+
+    Built once per process (all families together take a few seconds); settings that agree on
+    every probe input map to the first of them, and the replay on the relabelled task's hidden
+    tests then decides.
+    """
+    family = BY_NAME[name]
+    cases = family_cases(family, _PROBE_SEED, _HIDDEN)
+    index: dict[str, Params] = {}
+    for params in family.grid:
+        index.setdefault(json.dumps(expected(family, params, cases)), params)
+    return index
 
 
 def _teardown(world: CodeWorld) -> None:
@@ -281,6 +332,7 @@ env: SimpleEnv[tuple[CodeWorld, Task]] = SimpleEnv(
     check=lambda task, state, answer: _check(task, state[0], answer),
     solve=_solve,
     max_difficulty=5,
+    version="2",
     teardown=lambda state: _teardown(state[0]),
     relabel=_relabel,
 )

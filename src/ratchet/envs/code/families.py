@@ -24,7 +24,7 @@ class Family:
 
     Attributes:
         name: Family name (recorded as the task's family).
-        kind: ``string``, ``list``, ``dict``, ``number`` or ``algorithm``.
+        kind: ``expression``, ``string``, ``list``, ``dict``, ``number`` or ``algorithm``.
         names: Function names a task may ask for.
         signature: Parameter list and return annotation, e.g. ``"(items: list[int]) -> int"``.
         grid: Every parameter combination the family offers.
@@ -78,15 +78,70 @@ def _steps(rng: random.Random) -> Args:
     start = rng.randint(0, 5)
     values = [start]
     for _ in range(rng.randint(0, 9)):
-        values.append(values[-1] + rng.choice((1, 2, 3, -1, 0)))
+        values.append(values[-1] + rng.choice((1, 1, 2, 3, 0, -1, -2, -3, 4, 5)))
     return [values]
+
+
+_TOKENS = ("<", ">", "[", "]", "(", ")", "*", "**", "_", "!", "?", "#", "-", "--", ":", "'", "~")
+_LETTERS = "abcdefghijklmnoprstu"
+
+
+# Parameter ranges stop short of what the inputs span (values -20..40, words of 1..9 letters),
+# so that no setting is solved by a trivial function (the identity, a constant).
+
+
+def _affine(a: int, b: int, x: str) -> str:
+    """``x * a + b`` as Python source, without a useless ``* 1`` or ``+ 0``."""
+    text = x if a == 1 else f"{x} * {a}"
+    return text if b == 0 else f"{text} {'-' if b < 0 else '+'} {abs(b)}"
 
 
 FAMILIES: tuple[Family, ...] = (
     Family(
+        "affine", "expression", ("scale", "transform", "compute"),
+        "(x: int) -> int",
+        tuple(p for p in _grid(a=range(1, 26), b=range(-50, 51)) if (p["a"], p["b"]) != (1, 0)),
+        lambda p: f"returns `{_affine(p['a'], p['b'], 'x')}`",
+        lambda p: f"    return {_affine(p['a'], p['b'], 'x')}",
+        lambda rng: [rng.randint(-50, 50)],
+    ),
+    Family(
+        "wrap", "expression", ("wrap", "decorate", "surround"),
+        "(text: str) -> str",
+        _grid(before=_TOKENS, after=_TOKENS),
+        lambda p: f"returns `{p['before']!r} + text + {p['after']!r}`",
+        lambda p: f"    return {p['before']!r} + text + {p['after']!r}",
+        lambda rng: [_text(rng)],
+    ),
+    Family(
+        "scale_all", "expression", ("scale_all", "map_values", "adjust"),
+        "(items: list[int]) -> list[int]",
+        tuple(p for p in _grid(a=range(1, 26), b=range(-50, 51)) if (p["a"], p["b"]) != (1, 0)),
+        lambda p: f"returns `[{_affine(p['a'], p['b'], 'v')} for v in items]`",
+        lambda p: f"    return [{_affine(p['a'], p['b'], 'v')} for v in items]",
+        lambda rng: [_ints(rng)],
+    ),
+    Family(
+        "replace_letter", "string", ("replace_letter", "swap_letter", "substitute"),
+        "(text: str) -> str",
+        tuple(p for p in _grid(old=_LETTERS, new=_LETTERS) if p["old"] != p["new"]),
+        lambda p: f"returns `text` with every letter {p['old']!r} replaced by {p['new']!r}",
+        lambda p: f"    return text.replace({p['old']!r}, {p['new']!r})",
+        lambda rng: [_text(rng)],
+    ),
+    Family(
+        "between", "list", ("between", "keep_range", "in_bounds"),
+        "(items: list[int]) -> list[int]",
+        tuple(p for p in _grid(lo=range(-15, 21), hi=range(-14, 36)) if p["lo"] < p["hi"]),
+        lambda p: f"returns the elements of `items` that are at least {p['lo']} and at most "
+        f"{p['hi']}, in their order",
+        lambda p: f"    return [v for v in items if {p['lo']} <= v <= {p['hi']}]",
+        lambda rng: [_ints(rng)],
+    ),
+    Family(
         "rotate", "list", ("rotate", "rotate_items", "shift_list"),
         "(items: list[int]) -> list[int]",
-        _grid(k=range(1, 10), side=("left", "right")),
+        _grid(k=range(1, 31), side=("left", "right")),
         lambda p: f"returns a new list: `items` rotated {p['side']} by {p['k']} positions "
         "(wrapping around; an empty list stays empty)",
         lambda p: "    if not items:\n        return []\n"
@@ -97,36 +152,38 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "long_words", "string", ("count_long_words", "long_word_count", "words_longer"),
         "(text: str) -> int",
-        _grid(n=range(2, 9)),
-        lambda p: f"returns how many whitespace-separated words of `text` have more than {p['n']} "
-        "characters",
-        lambda p: f"    return sum(len(word) > {p['n']} for word in text.split())",
+        _grid(n=range(1, 9), most=(False, True)),
+        lambda p: "returns how many whitespace-separated words of `text` have "
+        f"{'at most' if p['most'] else 'more than'} {p['n']} characters",
+        lambda p: f"    return sum(len(word) {'<=' if p['most'] else '>'} {p['n']} "
+        "for word in text.split())",
         lambda rng: [_text(rng)],
     ),
     Family(
         "caesar", "string", ("caesar", "shift_letters", "encode"),
         "(text: str) -> str",
-        _grid(k=range(1, 26)),
-        lambda p: f"shifts every lowercase letter a-z of `text` forward by {p['k']} places in the "
-        "alphabet, wrapping from z to a; every other character stays as it is",
+        _grid(k=range(1, 26), back=(False, True)),
+        lambda p: "shifts every lowercase letter a-z of `text` "
+        f"{'back' if p['back'] else 'forward'} by {p['k']} places in the alphabet, wrapping "
+        "around between z and a; every other character stays as it is",
         lambda p: "    return ''.join(chr((ord(c) - 97 + "
-        f"{p['k']}) % 26 + 97) if 'a' <= c <= 'z' else c for c in text)",
+        f"{-p['k'] if p['back'] else p['k']}) % 26 + 97) if 'a' <= c <= 'z' else c for c in text)",
         lambda rng: [_text(rng) + rng.choice(("", "!", " 42", "A-Z"))],
     ),
     Family(
         "chunk", "list", ("chunk", "split_into_chunks", "batches"),
         "(items: list[int]) -> list[list[int]]",
-        _grid(size=range(2, 7)),
+        _grid(size=range(2, 13)),
         lambda p: f"splits `items` into consecutive chunks of {p['size']} (the last one may be "
         "shorter) and returns the list of chunks",
         lambda p: f"    size = {p['size']}\n"
         "    return [items[i:i + size] for i in range(0, len(items), size)]",
-        lambda rng: [_ints(rng, size=14)],
+        lambda rng: [_ints(rng, size=26)],
     ),
     Family(
         "every_nth", "list", ("every_nth", "pick_every", "stride"),
         "(items: list[int]) -> list[int]",
-        tuple(p for p in _grid(n=range(2, 6), offset=range(0, 5)) if p["offset"] < p["n"]),
+        tuple(p for p in _grid(n=range(2, 13), offset=range(0, 12)) if p["offset"] < p["n"]),
         lambda p: f"returns every {p['n']}th element of `items`, starting at index {p['offset']}",
         lambda p: f"    return items[{p['offset']}::{p['n']}]",
         lambda rng: [_ints(rng, size=14)],
@@ -134,16 +191,17 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "top_k", "list", ("top_k", "largest", "best_scores"),
         "(items: list[int]) -> list[int]",
-        _grid(k=range(1, 6)),
-        lambda p: f"returns the {p['k']} largest values of `items` in descending order (all of "
-        f"them, sorted, if there are fewer than {p['k']}; duplicates count separately)",
-        lambda p: f"    return sorted(items, reverse=True)[:{p['k']}]",
+        _grid(k=range(1, 13), small=(False, True)),
+        lambda p: f"returns the {p['k']} {'smallest' if p['small'] else 'largest'} values of "
+        f"`items` in {'ascending' if p['small'] else 'descending'} order (all of them, sorted, if "
+        f"there are fewer than {p['k']}; duplicates count separately)",
+        lambda p: f"    return sorted(items, reverse={not p['small']})[:{p['k']}]",
         lambda rng: [_ints(rng)],
     ),
     Family(
         "word_lengths", "dict", ("word_lengths", "length_table", "measure_words"),
         "(text: str) -> dict[str, int]",
-        _grid(m=range(1, 6)),
+        _grid(m=range(1, 10)),
         lambda p: "returns a dict mapping each distinct whitespace-separated word of `text` "
         f"with at least {p['m']} characters to its length",
         lambda p: f"    return {{w: len(w) for w in text.split() if len(w) >= {p['m']}}}",
@@ -152,16 +210,17 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "filter_dict", "dict", ("above", "filter_scores", "keep_large"),
         "(scores: dict[str, int]) -> dict[str, int]",
-        _grid(t=range(-5, 21)),
-        lambda p: f"returns a new dict with only the entries of `scores` whose value is greater "
-        f"than {p['t']}",
-        lambda p: f"    return {{k: v for k, v in scores.items() if v > {p['t']}}}",
+        _grid(t=range(-5, 26), less=(False, True)),
+        lambda p: "returns a new dict with only the entries of `scores` whose value is "
+        f"{'less' if p['less'] else 'greater'} than {p['t']}",
+        lambda p: f"    return {{k: v for k, v in scores.items() if v {'<' if p['less'] else '>'} "
+        f"{p['t']}}}",
         _mapping,
     ),
     Family(
         "digit_sum", "number", ("digit_sum", "sum_digits", "base_digit_sum"),
         "(n: int) -> int",
-        _grid(base=range(2, 17)),
+        _grid(base=range(2, 37)),
         lambda p: f"returns the sum of the digits of the non-negative integer `n` written in "
         f"base {p['base']}",
         lambda p: f"    total = 0\n    while n:\n        n, d = divmod(n, {p['base']})\n"
@@ -171,7 +230,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "clamp", "number", ("clamp_all", "bound", "limit_values"),
         "(values: list[int]) -> list[int]",
-        tuple(p for p in _grid(lo=range(-5, 6), hi=range(0, 20, 3)) if p["lo"] < p["hi"]),
+        tuple(p for p in _grid(lo=range(-15, 11), hi=range(0, 36)) if p["lo"] < p["hi"]),
         lambda p: f"returns `values` with every value below {p['lo']} replaced by {p['lo']} and "
         f"every value above {p['hi']} replaced by {p['hi']}",
         lambda p: f"    return [min(max(v, {p['lo']}), {p['hi']}) for v in values]",
@@ -208,7 +267,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "longest_run", "algorithm", ("longest_run", "longest_streak", "run_length_max"),
         "(values: list[int]) -> int",
-        _grid(d=range(0, 4)),
+        _grid(d=range(-3, 6)),
         lambda p: "returns the length of the longest stretch of consecutive elements of `values` "
         f"where each element equals the previous one plus {p['d']} (0 for an empty list)",
         lambda p: "    best = current = 0\n    for i, v in enumerate(values):\n"
