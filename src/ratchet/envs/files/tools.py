@@ -23,7 +23,7 @@ _MAX_MATCHES = 100
 def tools(world: FilesWorld) -> list[Callable[..., str]]:
     """Return the tools bound to ``world``, their path arguments closed to its names."""
     files = sorted(world.start.files)
-    folders = sorted({Path(p).parent.as_posix() for p in files} | {"."})
+    folders = sorted({parent.as_posix() for p in files for parent in Path(p).parents})
     configs = config_values(world.start)
     keys = sorted({key for values in configs.values() for key in values})
 
