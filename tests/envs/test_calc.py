@@ -1,8 +1,8 @@
 import pytest
 
+from ratchet.core.tool import ToolCall
+from ratchet.engine.harness import replay
 from ratchet.envs.calc import env
-from ratchet.tool import ToolCall
-from ratchet.trajectory import play
 
 
 def test_difficulty_is_the_number_of_operations():
@@ -35,12 +35,12 @@ def test_answer_is_checked_exactly(answer, passed):
     task = env.tasks("test", 1, difficulty=2)[0]
     value = task.params["answer"]
     submitted = answer.format(v=value, w=value + 1)
-    trajectory = play(env, task, [ToolCall("finish", {"answer": submitted})])
+    trajectory = replay(env, task, [ToolCall("finish", {"answer": submitted})])
     assert trajectory.passed is passed
 
 
 def test_non_numeric_answer_explains_itself():
     task = env.tasks("test", 1)[0]
-    trajectory = play(env, task, [ToolCall("finish", {"answer": "I solved it"})])
+    trajectory = replay(env, task, [ToolCall("finish", {"answer": "I solved it"})])
     assert trajectory.verdict is not None
     assert "is not a number" in trajectory.verdict.feedback

@@ -2,12 +2,12 @@ import functools
 
 import pytest
 
-from ratchet.check import check_env
+from ratchet.core.tool import ToolCall
+from ratchet.engine.harness import replay
+from ratchet.envs.check import check_env
 from ratchet.envs.code import env
 from ratchet.envs.code.families import BY_NAME, FAMILIES
 from ratchet.sandbox import landlock_abi
-from ratchet.tool import ToolCall
-from ratchet.trajectory import play
 
 pytestmark = pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")
 
@@ -37,13 +37,13 @@ def test_thousands_of_distinct_tasks_and_every_kind():
 def test_every_family_reference_passes_its_hidden_tests():
     for family in FAMILIES:
         task = _task(family.name)
-        assert play(env, task, env.oracle(task)).passed, family.name
+        assert replay(env, task, env.oracle(task)).passed, family.name
 
 
 def test_a_wrong_solution_scores_partially_and_fails():
     task = _task("rotate")
     fn = task.params["fn"]
-    trajectory = play(env, task, [_write(f"def {fn}(items):\n    return items\n"), FINISH])
+    trajectory = replay(env, task, [_write(f"def {fn}(items):\n    return items\n"), FINISH])
     assert not trajectory.passed
     assert trajectory.score < 1.0
     assert "hidden tests passed" in trajectory.verdict.feedback
@@ -99,7 +99,7 @@ def test_forged_result_lines_and_the_reference_module_do_not_help():
         "from ratchet.envs.code import families\n"
         f"def {fn}(n):\n    return 0\n"
     )
-    assert play(env, task, [_write(forged), FINISH]).score == 0.0
+    assert replay(env, task, [_write(forged), FINISH]).score == 0.0
 
 
 def test_syntax_errors_are_reported_when_writing():
@@ -115,7 +115,7 @@ def test_syntax_errors_are_reported_when_writing():
 
 def test_describe_names_the_family_of_the_written_function():
     task = _task("chunk")
-    described = env.describe(play(env, task, env.oracle(task)))
+    described = env.describe(replay(env, task, env.oracle(task)))
     assert described is not None
     assert described.params["family"] == "chunk"
     assert described.params["params"] == task.params["params"]
@@ -125,18 +125,18 @@ def test_describe_relabels_an_exploration_that_solved_another_task():
     task = _task("rotate")
     other = BY_NAME["top_k"]
     code = other.reference("top_k", {"k": 2})
-    trajectory = play(env, task, [_write(code), FINISH])
+    trajectory = replay(env, task, [_write(code), FINISH])
     assert not trajectory.passed
     described = env.describe(trajectory)
     assert described is not None
     assert described.params["family"] == "top_k" and described.params["params"] == {"k": 2}
-    assert play(env, described, [_write(code), FINISH]).passed
+    assert replay(env, described, [_write(code), FINISH]).passed
 
 
 def test_describe_names_nothing_without_a_working_function():
     task = _task()
-    assert env.describe(play(env, task, [FINISH])) is None
-    trajectory = play(env, task, [_write("def unrelated():\n    return 1\n"), FINISH])
+    assert env.describe(replay(env, task, [FINISH])) is None
+    trajectory = replay(env, task, [_write("def unrelated():\n    return 1\n"), FINISH])
     assert env.describe(trajectory) is None
 
 

@@ -2,13 +2,14 @@ import random
 
 import pytest
 
-from ratchet.check import FORGED_CLAIM, check_env
+from ratchet.core.task import make_task
+from ratchet.core.tool import ToolCall
+from ratchet.engine.harness import replay
+from ratchet.envs.check import FORGED_CLAIM, check_env
 from ratchet.envs.files import env
 from ratchet.envs.files.tasks import FAMILIES
 from ratchet.envs.files.world import generate
 from ratchet.sandbox import landlock_abi
-from ratchet.tool import ToolCall
-from ratchet.trajectory import play
 
 pytestmark = pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")
 
@@ -89,28 +90,29 @@ def test_tools_work_on_the_workspace():
 def test_oracle_passes_and_damage_fails(family):
     task = _task(family)
     calls = env.oracle(task)
-    assert play(env, task, calls).passed
+    assert replay(env, task, calls).passed
     spare = next(p for p in generate(**task.params["world"]).files if p.startswith("config/"))
     if spare not in task.params["expect"]:
         damaged = [ToolCall("delete_file", {"path": spare}), *calls]
-        assert not play(env, task, damaged).passed
+        assert not replay(env, task, damaged).passed
 
 
 @pytest.mark.parametrize("family", ["find", "count", "extract"])
 def test_questions_need_the_file_and_the_answer(family):
     task = _task(family)
     writes = env.oracle(task)[:-1]
-    assert not play(env, task, [*writes, ToolCall("finish", {"answer": FORGED_CLAIM})]).passed
+    assert not replay(env, task, [*writes, ToolCall("finish", {"answer": FORGED_CLAIM})]).passed
     answer = env.oracle(task)[-1]
-    assert not play(env, task, [answer]).passed
+    assert not replay(env, task, [answer]).passed
 
 
 def test_describe_relabels_oracle_trajectories():
     for family in ("transform", "reorganise"):
         task = _task(family)
-        described = env.describe(play(env, task, env.oracle(task)))
-        assert described is not None and described.split == "train"
-        assert play(env, described, env.oracle(task)).passed
+        spec = env.describe(replay(env, task, env.oracle(task)))
+        assert spec is not None
+        described = make_task("files", spec, difficulty=task.difficulty)
+        assert replay(env, described, env.oracle(task)).passed
 
 
 def test_describe_relabels_random_explorations():
@@ -127,17 +129,17 @@ def test_describe_relabels_random_explorations():
                 ToolCall("write_file", {"path": f"out/{rng.randint(1, 9)}.txt", "content": "hi"}),
                 ToolCall("read_file", {"path": path}),
             ]))  # fmt: skip
-        trajectory = play(env, task, [*calls, ToolCall("finish", {"answer": "done"})])
+        trajectory = replay(env, task, [*calls, ToolCall("finish", {"answer": "done"})])
         described = env.describe(trajectory)
         if described is not None:
             named += 1
-            assert play(env, described, [s.call for s in trajectory.steps]).passed
+            assert replay(env, described, [s.call for s in trajectory.steps]).passed
     assert named >= 6
 
 
 def test_describe_names_nothing_for_a_read_only_trajectory():
     task = env.tasks("train", 1)[0]
-    trajectory = play(env, task, [ToolCall("list_files", {}), ToolCall("finish", {"answer": ""})])
+    trajectory = replay(env, task, [ToolCall("list_files", {}), ToolCall("finish", {"answer": ""})])
     assert env.describe(trajectory) is None
 
 

@@ -3,15 +3,16 @@ from collections import Counter
 
 import pytest
 
-from ratchet.check import FORGED_CLAIM, check_env
+from ratchet.core.records import from_json, to_json
+from ratchet.core.task import Task
+from ratchet.core.tool import ToolCall, ToolError
+from ratchet.engine.harness import replay
+from ratchet.envs.check import FORGED_CLAIM, check_env
 from ratchet.envs.grid import env
 from ratchet.envs.grid import world as rules
 from ratchet.envs.grid.generate import plan_band
 from ratchet.envs.grid.goals import achieved
 from ratchet.envs.grid.tools import build
-from ratchet.task import Task
-from ratchet.tool import ToolCall, ToolError
-from ratchet.trajectory import play
 
 WORLD = {
     "rooms": [["red", 0, 0], ["blue", 1, 0], ["green", 1, 1]],
@@ -37,7 +38,10 @@ CRAFT_AXE = [
 
 
 def task_for(goal: dict, instruction: str = "Do it.") -> Task:
-    return Task("grid-t", "grid", instruction, "test", goal["kind"], 4, 0, {**WORLD, "goal": goal})
+    params = {**WORLD, "goal": goal}
+    return Task(
+        "grid-t", "grid", instruction, "test", family=goal["kind"], difficulty=4, params=params
+    )
 
 
 def finish(answer: str = "done") -> ToolCall:
@@ -107,11 +111,11 @@ def test_the_verifier_reads_the_world_not_the_answer():
     task = task_for({"kind": "bring", "item": "cup", "room": "red"})
     plan = env.oracle(task)
     assert [c.name for c in plan] == ["take", "use", "move", "take", "move", "drop", "finish"]
-    assert play(env, task, plan).passed
-    assert not play(env, task, [*plan[:-2], finish()]).passed  # cup still held
-    assert not play(env, task, [finish("")]).passed
-    assert not play(env, task, [finish(FORGED_CLAIM)]).passed
-    verdict = play(env, task, [*plan[:-2], finish()]).verdict
+    assert replay(env, task, plan).passed
+    assert not replay(env, task, [*plan[:-2], finish()]).passed  # cup still held
+    assert not replay(env, task, [finish("")]).passed
+    assert not replay(env, task, [finish(FORGED_CLAIM)]).passed
+    verdict = replay(env, task, [*plan[:-2], finish()]).verdict
     assert verdict is not None
     assert verdict.feedback == (
         "goal not reached: the cup is in your inventory; the goal is to leave it in the red room"
@@ -124,7 +128,7 @@ def test_oracle_plans_are_shortest_and_fit_the_difficulty():
         for task in env.tasks("train", 15, difficulty=level):
             plan = env.oracle(task)
             assert low <= len(plan) - 1 <= high
-            assert play(env, task, plan).passed
+            assert replay(env, task, plan).passed
 
 
 def all_moves(layout, state):
@@ -181,9 +185,9 @@ def test_deterministic_and_json_round_trip():
     assert tasks == env.tasks("probe", 10, seed=3)
     assert tasks != env.tasks("probe", 10, seed=4)
     for task in tasks:
-        again = Task.from_json(task.to_json())
+        again = from_json(Task, to_json(task))
         calls = [ToolCall("look", {}), *env.oracle(task)]
-        first, second = play(env, task, calls), play(env, again, calls)
+        first, second = replay(env, task, calls), replay(env, again, calls)
         assert [s.observation for s in first.steps] == [s.observation for s in second.steps]
 
 
@@ -212,23 +216,23 @@ def test_check_env_passes_on_200_tasks():
 
 
 def test_relabelling_names_what_was_crafted_and_where_things_were_left():
-    crafted = env.describe(play(env, task_for({"kind": "go", "room": "green"}), CRAFT_AXE))
+    crafted = env.describe(replay(env, task_for({"kind": "go", "room": "green"}), CRAFT_AXE))
     assert crafted is not None
     assert crafted.family == "craft" and crafted.params["goal"] == {"kind": "craft", "item": "axe"}
     assert crafted.instruction.startswith("You start in the red room. Craft an axe")
     assert crafted.difficulty == 4  # the 7-action plan is in the band of level 4
     wander = [*CRAFT_AXE[1:4], ToolCall("drop", {"item": "brass key"}), finish()]
-    brought = env.describe(play(env, task_for({"kind": "go", "room": "green"}), wander))
+    brought = env.describe(replay(env, task_for({"kind": "go", "room": "green"}), wander))
     assert brought is not None
     assert brought.params["goal"] == {"kind": "bring", "item": "brass key", "room": "blue"}
-    assert env.describe(play(env, task_for({"kind": "go", "room": "green"}), [finish()])) is None
+    assert env.describe(replay(env, task_for({"kind": "go", "room": "green"}), [finish()])) is None
 
 
 def test_oracle_trajectories_relabel_to_tasks_the_verifier_passes():
     for task in env.tasks("test", 25):
-        described = env.describe(play(env, task, env.oracle(task)))
+        described = env.describe(replay(env, task, env.oracle(task)))
         assert described is not None
-        assert play(env, described, env.oracle(described)).passed
+        assert replay(env, described, env.oracle(described)).passed
 
 
 def explore(task: Task, rng: random.Random) -> list[ToolCall]:
@@ -256,12 +260,12 @@ def test_random_explorations_relabel_to_tasks_the_verifier_passes():
     tasks = env.tasks("train", 120)
     for task in tasks:
         calls = explore(task, rng)
-        described = env.describe(play(env, task, calls))
+        described = env.describe(replay(env, task, calls))
         if described is None:
             continue
         kinds[described.family] += 1
-        assert play(env, described, calls).passed
-        assert play(env, described, env.oracle(described)).passed
+        assert replay(env, described, calls).passed
+        assert replay(env, described, env.oracle(described)).passed
         assert 1 <= described.difficulty <= 5
     assert 0 < sum(kinds.values()) < len(tasks)
     assert len(kinds) >= 3, kinds

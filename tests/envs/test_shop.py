@@ -3,14 +3,15 @@ import random
 
 import pytest
 
-from ratchet.check import check_env
+from ratchet.core.task import Task, make_task
+from ratchet.core.tool import ToolCall, ToolError
+from ratchet.core.trajectory import Trajectory
+from ratchet.engine.harness import replay
+from ratchet.envs.check import check_env
 from ratchet.envs.shop import env
 from ratchet.envs.shop.db import DB_SEEDS, TABLES, Customer, Order, fresh_copy, store
 from ratchet.envs.shop.state import delta, fingerprint
 from ratchet.envs.shop.tools import World, make_tools
-from ratchet.task import Task
-from ratchet.tool import ToolCall, ToolError
-from ratchet.trajectory import Trajectory, play
 
 SEED = 0
 
@@ -107,7 +108,7 @@ def test_changes_before_identity_are_refused_and_fail_the_task():
             }
         ]
     )
-    trajectory = play(env, task, [cancel(order), lookup(customer), cancel(order), finish()])
+    trajectory = replay(env, task, [cancel(order), lookup(customer), cancel(order), finish()])
     refused = trajectory.steps[0].observation
     assert refused.error and refused.error.startswith("Policy violation:")
     assert trajectory.steps[2].observation.error is None  # the later cancel went through
@@ -127,7 +128,7 @@ def test_reads_before_identity_are_refused_without_a_violation():
         ]
     )
     calls = [ToolCall("get_order", {"order_id": order.id}), lookup(customer), cancel(order)]
-    trajectory = play(env, task, [*calls, finish()])
+    trajectory = replay(env, task, [*calls, finish()])
     assert "not confirmed" in (trajectory.steps[0].observation.error or "")
     assert trajectory.passed
 
@@ -218,13 +219,13 @@ def test_verifier_reports_the_differing_rows():
     customer, order = order_with("pending")
     wanted = {"order_id": order.id, "reason": "ordered by mistake"}
     task = task_for([{"name": "cancel_order", "arguments": wanted}])
-    wrong = play(env, task, [lookup(customer), cancel(order, "no longer needed"), finish()])
+    wrong = replay(env, task, [lookup(customer), cancel(order, "no longer needed"), finish()])
     assert not wrong.passed
     assert (
         f"orders {order.id}: cancel_reason is 'no longer needed', expected 'ordered by mistake'"
         in wrong.verdict.feedback
     )
-    nothing = play(env, task, [finish()])
+    nothing = replay(env, task, [finish()])
     assert (
         f"orders {order.id}: status is 'pending', expected 'cancelled'" in nothing.verdict.feedback
     )
@@ -280,18 +281,18 @@ def info_task() -> Task:
 def test_facts_must_appear_in_the_answer():
     task = info_task()
     oracle = env.oracle(task)
-    assert play(env, task, oracle).passed
+    assert replay(env, task, oracle).passed
     lookup_call = oracle[0]
-    vague = play(env, task, [lookup_call, finish("I looked it up for you.")])
+    vague = replay(env, task, [lookup_call, finish("I looked it up for you.")])
     assert not vague.passed and "does not state" in vague.verdict.feedback
-    assert play(env, task, [lookup_call]).verdict.passed is False  # never finished
+    assert replay(env, task, [lookup_call]).verdict.passed is False  # never finished
 
 
 def test_an_answer_listing_every_status_states_none():
     task = info_task()
     answer = env.oracle(task)[-1].arguments["answer"]
     hedged = answer + " Or it may be pending, processed, delivered or cancelled."
-    trajectory = play(env, task, [env.oracle(task)[0], finish(hedged)])
+    trajectory = replay(env, task, [env.oracle(task)[0], finish(hedged)])
     assert not trajectory.passed
 
 
@@ -306,7 +307,7 @@ def test_facts_are_found_in_free_wording():
     shown = tools["get_order"](order_id)
     world.close()
     answer = f"It's {shown['status'].upper()} and cost {shown['total']} in all ({order_id})."
-    assert play(env, task, [env.oracle(task)[0], finish(answer)]).passed
+    assert replay(env, task, [env.oracle(task)[0], finish(answer)]).passed
 
 
 # --- sessions -------------------------------------------------------------------------------
@@ -348,7 +349,7 @@ def test_fresh_copy_is_private():
 def test_describe_names_what_oracle_trajectories_did():
     described = 0
     for task in env.tasks("train", 40):
-        trajectory = play(env, task, env.oracle(task))
+        trajectory = replay(env, task, env.oracle(task))
         relabelled = env.describe(trajectory)
         if not task.params["writes"]:
             assert relabelled is None
@@ -356,15 +357,15 @@ def test_describe_names_what_oracle_trajectories_did():
         assert relabelled is not None, task.instruction
         described += 1
         calls = [s.call for s in trajectory.steps if s.call]
-        assert play(env, relabelled, calls).passed
-        assert not play(env, relabelled, [finish()]).passed
+        assert replay(env, relabelled, calls).passed
+        assert not replay(env, relabelled, [finish()]).passed
     assert described >= 30
 
 
 def test_describe_rejects_trajectories_with_violations():
     customer, order = order_with("pending")
     task = task_for([], customer=customer.id)
-    trajectory = play(env, task, [cancel(order), lookup(customer), cancel(order), finish()])
+    trajectory = replay(env, task, [cancel(order), lookup(customer), cancel(order), finish()])
     assert env.describe(trajectory) is None
 
 
@@ -439,13 +440,14 @@ def test_describe_yields_passing_tasks_for_random_explorations():
     yielded = 0
     for task in tasks:
         calls = random_calls(rng, task)
-        trajectory: Trajectory = play(env, task, calls)
-        relabelled = env.describe(trajectory)
-        if relabelled is None:
+        trajectory: Trajectory = replay(env, task, calls)
+        spec = env.describe(trajectory)
+        if spec is None:
             continue
         yielded += 1
-        assert relabelled.split == "train" and 1 <= relabelled.difficulty <= 5
-        assert play(env, relabelled, calls).passed
-        assert not play(env, relabelled, [finish()]).passed
-        assert play(env, relabelled, env.oracle(relabelled)).passed
+        relabelled = make_task("shop", spec, difficulty=task.difficulty)
+        assert 1 <= relabelled.difficulty <= 5
+        assert replay(env, relabelled, calls).passed
+        assert not replay(env, relabelled, [finish()]).passed
+        assert replay(env, relabelled, env.oracle(relabelled)).passed
     assert yielded >= 5

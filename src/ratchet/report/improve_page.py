@@ -11,7 +11,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from ratchet.gate import permutation_p_value
+from ratchet.core.stats import paired_differences, permutation_p_value
 from ratchet.report import charts
 from ratchet.report.data import (
     Attribution,
@@ -141,15 +141,14 @@ def _cards(data: ImproveRun, base_runs: list[Stored], final_runs: list[Stored]) 
 def _paired_p_value(base_runs: list[Stored], final_runs: list[Stored]) -> float | None:
     """One-sided paired sign-flip p-value that final beats base on the test tasks."""
     before = {(t.task.id, t.sample): t.passed for _, t in base_runs}
-    per_task: dict[str, list[int]] = defaultdict(list)
-    for _, trajectory in final_runs:
-        key = (trajectory.task.id, trajectory.sample)
-        if key in before:
-            per_task[key[0]].append(int(trajectory.passed) - int(before[key]))
-    if not per_task:
+    after = {(t.task.id, t.sample): t.passed for _, t in final_runs}
+    shared = before.keys() & after.keys()
+    if not shared:
         return None
-    differences = [sum(d) / len(d) for d in per_task.values()]
-    return permutation_p_value(differences, resamples=20_000)
+    differences = paired_differences(
+        {key: before[key] for key in shared}, {key: after[key] for key in shared}
+    )
+    return permutation_p_value(list(differences.values()), resamples=20_000)
 
 
 def _curve_section(data: ImproveRun) -> str:

@@ -14,11 +14,11 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from ratchet.env import SimpleEnv
-from ratchet.task import Task, TaskSpec
-from ratchet.tool import ToolCall, ToolError
-from ratchet.trajectory import Trajectory
-from ratchet.verdict import Verdict
+from ratchet.core.env import SimpleEnv
+from ratchet.core.task import Task, TaskSpec
+from ratchet.core.tool import ToolCall, ToolError
+from ratchet.core.trajectory import Trajectory
+from ratchet.core.verdict import Verdict
 
 OPS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
 
@@ -209,8 +209,8 @@ env: SimpleEnv[None] = SimpleEnv(
     sample=_sample,
     build=lambda task: None,
     tools=_tools,
-    check=_check,
-    solve=_solve,
+    verify=_check,
+    oracle=_solve,
     max_difficulty=5,
-    relabel=relabel,
+    describe=relabel,
 )

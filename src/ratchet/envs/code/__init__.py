@@ -16,13 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ratchet.env import FINISH, SimpleEnv
+from ratchet.core.env import FINISH, SimpleEnv
+from ratchet.core.task import Task, TaskSpec
+from ratchet.core.tool import ToolCall, ToolError
+from ratchet.core.trajectory import Trajectory
+from ratchet.core.verdict import Verdict
 from ratchet.envs.code.families import BY_NAME, FAMILIES, Args, Family, Params
 from ratchet.sandbox import Limits, Sandbox, SandboxResult
-from ratchet.task import Task, TaskSpec
-from ratchet.tool import ToolCall, ToolError
-from ratchet.trajectory import Trajectory
-from ratchet.verdict import Verdict
 
 SOLUTION = "solution.py"
 RUN_LIMITS = Limits(cpu_s=2, memory_mb=512, processes=8, timeout_s=5.0, output_bytes=65_536)
@@ -278,9 +278,9 @@ env: SimpleEnv[tuple[CodeWorld, Task]] = SimpleEnv(
     sample=_sample,
     build=lambda task: (_build(task), task),
     tools=lambda state: _tools(*state),
-    check=lambda task, state, answer: _check(task, state[0], answer),
-    solve=_solve,
+    verify=lambda task, state, answer: _check(task, state[0], answer),
+    oracle=_solve,
     max_difficulty=5,
     teardown=lambda state: _teardown(state[0]),
-    relabel=_relabel,
+    describe=_relabel,
 )

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ratchet.env import FINISH, SimpleEnv
+from ratchet.core.env import FINISH, SimpleEnv
+from ratchet.core.task import Task, TaskSpec
+from ratchet.core.tool import Tool, ToolError
+from ratchet.core.trajectory import Trajectory
+from ratchet.core.verdict import Verdict
 from ratchet.envs.files.tasks import sample, solve
 from ratchet.envs.files.world import generate
 from ratchet.sandbox import Limits, Sandbox
-from ratchet.task import Task, TaskSpec
-from ratchet.tool import Tool, ToolError
-from ratchet.trajectory import Trajectory
-from ratchet.verdict import Verdict
 
 RUN_LIMITS = Limits(cpu_s=2, memory_mb=512, processes=32, timeout_s=5.0, output_bytes=16_384)
 _MAX_READ_CHARS = 20_000
@@ -338,9 +338,9 @@ env: SimpleEnv[FilesWorld] = SimpleEnv(
     sample=sample,
     build=_build,
     tools=_tools,
-    check=_check,
-    solve=solve,
+    verify=_check,
+    oracle=solve,
     max_difficulty=5,
     teardown=_teardown,
-    relabel=_relabel,
+    describe=_relabel,
 )

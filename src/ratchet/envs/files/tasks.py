@@ -13,9 +13,9 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from ratchet.core.task import Task, TaskSpec
+from ratchet.core.tool import ToolCall
 from ratchet.envs.files.world import Workspace, csv_rows, generate
-from ratchet.task import Task, TaskSpec
-from ratchet.tool import ToolCall
 
 FAMILIES = ("find", "count", "extract", "transform", "reorganise")
 _SAVE = "Write {what} to {path} (and nothing else in that file), then call finish with it."

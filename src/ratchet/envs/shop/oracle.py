@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ratchet.core.tool import ToolCall
 from ratchet.envs.shop.db import store
 from ratchet.envs.shop.verify import expected, gold_calls
-from ratchet.tool import ToolCall
 
 
 def oracle_calls(params: dict[str, Any]) -> list[ToolCall]:

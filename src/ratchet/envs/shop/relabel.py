@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ratchet.core.task import TaskSpec
+from ratchet.core.tool import ToolError
 from ratchet.envs.shop.db import DB_SEEDS, Address, Store, store
 from ratchet.envs.shop.tasks import family_of, render
 from ratchet.envs.shop.tools import VIOLATION, WRITE_TOOLS, normalise_address, order_key
-from ratchet.task import TaskSpec
-from ratchet.tool import ToolError
 
 if TYPE_CHECKING:
-    from ratchet.trajectory import Trajectory
+    from ratchet.core.trajectory import Trajectory
 
 MAX_DIFFICULTY = 5
 _ADDRESS_FIELDS = ("street", "city", "state", "zip_code")

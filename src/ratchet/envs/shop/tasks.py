@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ratchet.core.task import TaskSpec
 from ratchet.envs.shop.db import (
     CANCEL_REASONS,
     DB_SEEDS,
@@ -27,7 +28,6 @@ from ratchet.envs.shop.db import (
     random_address,
     store,
 )
-from ratchet.task import TaskSpec
 
 Write = dict[str, Any]
 Fact = dict[str, str]

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ratchet.core.tool import ToolCall, ToolError
 from ratchet.envs.shop.db import fresh_copy, money
-from ratchet.tool import ToolCall, ToolError
 
 POLICY = """\
 You are a customer-service agent for an online shop. Follow these rules:

@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ratchet.core.tool import ToolCall
+from ratchet.core.verdict import Verdict
 from ratchet.envs.shop.db import STATUSES, money, store
 from ratchet.envs.shop.state import Delta, delta, differences, fingerprint
 from ratchet.envs.shop.tools import World, replay
-from ratchet.tool import ToolCall
-from ratchet.verdict import Verdict
 
 MAX_ANSWER_CHARS = 1000
 FEEDBACK_ROWS = 8

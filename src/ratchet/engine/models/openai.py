@@ -1,0 +1,488 @@
+"""The ``openai`` backend: any OpenAI-compatible chat completions server.
+
+Works with vLLM, SGLang, llama.cpp's server, Ollama and hosted APIs. Each prompt is one
+``POST {base_url}/chat/completions``; a batch runs concurrently on a thread pool, and one
+semaphore per model bounds the requests in flight across all concurrent ``complete`` calls.
+
+Tools are offered natively (``tools`` with ``tool_choice: "required"``). Servers that reject
+``required`` are asked with ``"auto"``; servers that reject tools altogether get the tool
+schemas and the expected JSON format in the system message instead, and the reply text is
+left for the harness to parse. Each downgrade is remembered for the model's lifetime.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import random
+import re
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
+
+import httpx
+
+from ratchet.core.tool import ToolCall
+from ratchet.engine.models.base import Completion, ModelError, Prompt, Sampling
+
+ToolMode = Literal["required", "auto", "text"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+_ERROR_TEXT_CHARS = 500
+_TOOL_CHOICE = re.compile(r"tool[_ ]choice", re.IGNORECASE)
+# Servers word "no tools here" differently: Ollama "does not support tools", llama.cpp "tools
+# param requires --jinja flag", vLLM "tool choice requires --enable-auto-tool-choice".
+_TOOLS_UNSUPPORTED = re.compile(
+    r"tool.*(support|enabl|requir|jinja|allow)|(support|enabl|allow).*tool",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+class OpenAIModel:
+    """A model served behind an OpenAI-compatible ``/chat/completions`` endpoint.
+
+    Attributes:
+        name: The model reference recorded on trajectories, ``openai:MODEL``.
+        model: The model id sent to the server (e.g. ``Qwen/Qwen2.5-7B-Instruct``).
+        base_url: The API root, ending before ``/chat/completions`` (usually in ``/v1``).
+        tool_mode: How tools are offered now: ``required`` or ``auto`` (native ``tools``) or
+            ``text`` (schemas in the system message, JSON tool call in the reply text).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        max_concurrency: int = 8,
+        timeout_s: float = 60,
+        max_retries: int = 5,
+        backoff_base_s: float = 0.5,
+        max_backoff_s: float = 30.0,
+        native_tools: bool = True,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Configure the backend; no request is made until :meth:`complete`.
+
+        Args:
+            name: The model id on the server.
+            base_url: The API root, e.g. ``http://localhost:8000/v1``. Defaults to the
+                ``OPENAI_BASE_URL`` environment variable, else the OpenAI API.
+            api_key_env: Environment variable holding the API key. If it is unset, no
+                ``Authorization`` header is sent (fine for local servers).
+            max_concurrency: Most requests in flight at once, across all callers.
+            timeout_s: Seconds to wait for a connection and for each read before retrying.
+            max_retries: Retries after the first attempt on 429, 5xx, timeouts and connection
+                errors; other 4xx responses are not retried.
+            backoff_base_s: First retry delay; it doubles on each retry, with jitter.
+            max_backoff_s: Cap on one retry delay, ``Retry-After`` included.
+            native_tools: Offer tools with the ``tools`` field; ``False`` puts them in the
+                system message and expects a JSON tool call in the reply text.
+            extra_body: Extra fields merged into every request body (e.g.
+                ``{"top_p": 0.9}`` or server-specific options).
+
+        Raises:
+            ValueError: If a limit is out of range or the model name is empty.
+        """
+        if not name:
+            raise ValueError("the openai backend needs a model name: --model openai:NAME")
+        if max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
+        if timeout_s <= 0:
+            raise ValueError(f"timeout_s must be positive, got {timeout_s}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
+        if backoff_base_s < 0 or max_backoff_s < 0:
+            raise ValueError("backoff_base_s and max_backoff_s must be 0 or more")
+        self.name = f"openai:{name}"
+        self.model = name
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip(
+            "/"
+        )
+        self.api_key_env = api_key_env
+        self.max_concurrency = max_concurrency
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_base_s = backoff_base_s
+        self.max_backoff_s = max_backoff_s
+        self.extra_body = dict(extra_body or {})
+        self.tool_mode: ToolMode = "required" if native_tools else "text"
+        self._url = f"{self.base_url}/chat/completions"
+        self._api_key = os.environ.get(api_key_env) or None
+        self._slots = threading.BoundedSemaphore(max_concurrency)
+        self._mode_lock = threading.Lock()
+        self._reached = False
+        self._unreachable: str | None = None
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(timeout_s),
+            limits=httpx.Limits(
+                max_connections=max_concurrency, max_keepalive_connections=max_concurrency
+            ),
+        )
+
+    def complete(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
+        """Send one chat completion request per prompt, concurrently, and return them in order.
+
+        With ``sampling.seed`` set, prompt ``i`` of the batch is sent seed ``seed + i`` so
+        repeated samples of one conversation differ yet reproduce.
+
+        Raises:
+            ModelError: If the server could not be connected to on any attempt and has never
+                answered this model before.
+        """
+        if not prompts:
+            return []
+        seeds = [None if sampling.seed is None else sampling.seed + i for i in range(len(prompts))]
+        if len(prompts) == 1:
+            return [self._complete_one(prompts[0], sampling, seeds[0])]
+        pool = ThreadPoolExecutor(min(len(prompts), self.max_concurrency), "ratchet-openai")
+        try:
+            futures = [
+                pool.submit(self._complete_one, prompt, sampling, seed)
+                for prompt, seed in zip(prompts, seeds, strict=True)
+            ]
+            return [future.result() for future in futures]
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def close(self) -> None:
+        """Close the HTTP connections; the model cannot complete afterwards."""
+        self._client.close()
+
+    def _complete_one(self, prompt: Prompt, sampling: Sampling, seed: int | None) -> Completion:
+        start = time.perf_counter()
+        attempts = 0
+        waited_s = 0.0
+        never_connected = True
+        while True:
+            if self._unreachable is not None:
+                raise ModelError(self._unreachable)
+            mode: ToolMode | None = self.tool_mode if prompt.tools else None
+            retry_after_s: float | None = None
+            attempts += 1
+            try:
+                with self._slots:
+                    response = self._client.post(
+                        self._url,
+                        json=self._body(prompt, sampling, seed, mode),
+                        headers=self._headers(),
+                    )
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                failure = f"cannot connect to {self._url}: {exc}"
+            except httpx.TimeoutException:
+                never_connected = False
+                failure = f"no reply from {self._url} within {self.timeout_s:g} s"
+            except httpx.TransportError as exc:
+                never_connected = False
+                failure = f"connection to {self._url} failed: {type(exc).__name__}: {exc}"
+            else:
+                never_connected = False
+                self._reached = True
+                status = response.status_code
+                if status == 200:
+                    return self._parse(response, mode, start, attempts, waited_s)
+                message = _error_message(response)
+                if mode is not None and status in (400, 422) and self._downgrade(mode, message):
+                    attempts -= 1
+                    continue
+                if status != 429 and status < 500:
+                    return self._failed(
+                        f"HTTP {status} from {self._url}: {message}{self._hint(status)}",
+                        start,
+                        attempts,
+                        waited_s,
+                    )
+                failure = f"HTTP {status} from {self._url}: {message}"
+                retry_after_s = _retry_after_s(response.headers.get("retry-after"))
+            if attempts > self.max_retries:
+                if never_connected and not self._reached:
+                    self._unreachable = (
+                        f"cannot reach the model server at {self.base_url} "
+                        f"({attempts} attempts; last: {failure}). Is the server running? "
+                        "Point to it with --base-url URL (e.g. http://localhost:8000/v1)."
+                    )
+                    raise ModelError(self._unreachable)
+                return self._failed(
+                    f"gave up after {attempts} attempts: {failure}", start, attempts, waited_s
+                )
+            delay_s = self._delay_s(attempts, retry_after_s)
+            time.sleep(delay_s)
+            waited_s += delay_s
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
+    def _body(
+        self, prompt: Prompt, sampling: Sampling, seed: int | None, mode: ToolMode | None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "temperature": sampling.temperature,
+            "max_tokens": sampling.max_tokens,
+        }
+        if seed is not None:
+            body["seed"] = seed
+        if mode == "text":
+            body["messages"] = text_messages(prompt.messages, prompt.tools)
+        else:
+            body["messages"] = list(prompt.messages)
+            if mode is not None:
+                body["tools"] = list(prompt.tools)
+                body["tool_choice"] = mode
+        body.update(self.extra_body)
+        return body
+
+    def _downgrade(self, mode: ToolMode, message: str) -> bool:
+        """Step down from a tool mode the server rejected; ``False`` if the error is another."""
+        if mode == "required" and _TOOL_CHOICE.search(message):
+            fallback: ToolMode = "auto"
+        elif mode != "text" and _TOOLS_UNSUPPORTED.search(message):
+            fallback = "text"
+        else:
+            return False
+        with self._mode_lock:
+            # Another request may have stepped down already, possibly further.
+            if self.tool_mode == mode:
+                self.tool_mode = fallback
+        return True
+
+    def _delay_s(self, attempt: int, retry_after_s: float | None) -> float:
+        if retry_after_s is not None:
+            return min(retry_after_s, self.max_backoff_s)
+        ceiling_s = min(self.backoff_base_s * 2 ** (attempt - 1), self.max_backoff_s)
+        # Jitter spreads out the retries of a batch that failed together.
+        return random.uniform(ceiling_s / 2, ceiling_s)
+
+    def _hint(self, status: int) -> str:
+        if status == 401 and self._api_key is None:
+            return f" (no API key: set the {self.api_key_env} environment variable)"
+        if status in (401, 403):
+            return f" (check the API key in {self.api_key_env})"
+        if status == 404:
+            return f" (check --base-url, usually ending in /v1, and the model name {self.model!r})"
+        return ""
+
+    def _parse(
+        self,
+        response: httpx.Response,
+        mode: ToolMode | None,
+        start: float,
+        attempts: int,
+        waited_s: float,
+    ) -> Completion:
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+            message = choice["message"]
+            content = message.get("content") or ""
+            usage = data.get("usage") or {}
+            prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            completion_tokens = int(usage.get("completion_tokens") or 0)
+            raw_calls = message.get("tool_calls") or []
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            return self._failed(
+                f"malformed response from {self._url} ({type(exc).__name__}: {exc}): "
+                f"{response.text[:_ERROR_TEXT_CHARS]}",
+                start,
+                attempts,
+                waited_s,
+            )
+        text = content if isinstance(content, str) else json.dumps(content)
+        calls, raw_text = parse_tool_calls(raw_calls)
+        if raw_text:
+            text = f"{text}\n{raw_text}" if text else raw_text
+        return Completion(
+            text,
+            tool_calls=calls,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            latency_s=time.perf_counter() - start,
+            metadata={
+                "finish_reason": choice.get("finish_reason"),
+                "tool_mode": mode,
+                "attempts": attempts,
+                "retry_wait_s": waited_s,
+            },
+        )
+
+    def _failed(self, error: str, start: float, attempts: int, waited_s: float) -> Completion:
+        return Completion(
+            "",
+            latency_s=time.perf_counter() - start,
+            error=error,
+            metadata={"attempts": attempts, "retry_wait_s": waited_s},
+        )
+
+
+def parse_tool_calls(raw_calls: Sequence[Any]) -> tuple[tuple[ToolCall, ...], str]:
+    """Turn OpenAI ``tool_calls`` into ToolCalls.
+
+    Args:
+        raw_calls: The ``tool_calls`` list of an assistant message.
+
+    Returns:
+        ``(calls, "")`` when every call decodes; otherwise ``((), raw)`` where ``raw`` shows
+        each call as ``{"name": ..., "arguments": <raw arguments>}`` so the harness reports
+        it as a malformed action.
+    """
+    calls: list[ToolCall] = []
+    shown: list[str] = []
+    malformed = False
+    for index, raw in enumerate(raw_calls):
+        function = raw.get("function") if isinstance(raw, dict) else None
+        if not isinstance(function, dict):
+            malformed = True
+            shown.append(json.dumps(raw))
+            continue
+        name = str(function.get("name") or "")
+        arguments = function.get("arguments")
+        call_id = str(raw.get("id") or f"call_{index}")
+        decoded: Any = arguments
+        if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+            decoded = {}
+        elif isinstance(arguments, str):
+            try:
+                decoded = json.loads(arguments)
+            except json.JSONDecodeError:
+                decoded = None
+        raw_arguments = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        shown.append(f'{{"name": {json.dumps(name)}, "arguments": {raw_arguments}}}')
+        if isinstance(decoded, dict) and name:
+            calls.append(ToolCall(name, decoded, call_id))
+        else:
+            malformed = True
+    if malformed:
+        return (), "\n".join(shown)
+    return tuple(calls), ""
+
+
+def text_messages(
+    messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Rewrite a tool-calling conversation as plain text for servers without tool support.
+
+    Tool schemas and the expected reply format go into the system message; assistant tool
+    calls become their JSON text and tool results become user messages. Consecutive messages
+    of one role are merged, since some chat templates insist that roles alternate.
+
+    Args:
+        messages: OpenAI chat-format messages, possibly with ``tool_calls`` and ``tool`` roles.
+        tools: OpenAI-format tool schemas.
+
+    Returns:
+        Messages with only ``role`` and string ``content``.
+    """
+    names_by_id: dict[str, str] = {}
+    plain: list[dict[str, Any]] = []
+    for message in messages:
+        role = message.get("role", "user")
+        if role == "assistant":
+            for call in message.get("tool_calls") or []:
+                names_by_id[str(call.get("id"))] = str(call.get("function", {}).get("name"))
+            content = _assistant_text(message)
+        elif role == "tool":
+            tool_name = message.get("name") or names_by_id.get(str(message.get("tool_call_id")))
+            role = "user"
+            content = f"Result of {tool_name or 'the tool call'}:\n{_content(message)}"
+        else:
+            content = _content(message)
+        if plain and plain[-1]["role"] == role and role != "system":
+            plain[-1]["content"] += "\n\n" + content
+        else:
+            plain.append({"role": role, "content": content})
+    instructions = tool_instructions(tools)
+    if plain and plain[0]["role"] == "system":
+        plain[0]["content"] = f"{plain[0]['content']}\n\n{instructions}".strip()
+    else:
+        plain.insert(0, {"role": "system", "content": instructions})
+    return plain
+
+
+def tool_instructions(tools: Sequence[dict[str, Any]]) -> str:
+    """Describe tools and the JSON reply format in words, for the system message.
+
+    Args:
+        tools: OpenAI-format tool schemas.
+    """
+    lines = ["You can call these tools:"]
+    for tool in tools:
+        function = tool.get("function", tool)
+        lines.append(f"- {function.get('name')}: {function.get('description', '')}".rstrip())
+        lines.append(f"  arguments (JSON schema): {json.dumps(function.get('parameters', {}))}")
+    lines.append(
+        "Reply with exactly one tool call as a JSON object and nothing else, in the form "
+        '{"name": "<tool name>", "arguments": {<arguments>}}'
+    )
+    return "\n".join(lines)
+
+
+def _assistant_text(message: dict[str, Any]) -> str:
+    content = _content(message)
+    calls = message.get("tool_calls") or []
+    rendered = []
+    for call in calls:
+        function = call.get("function", {})
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError:
+                rendered.append(
+                    f'{{"name": {json.dumps(function.get("name"))}, "arguments": {arguments}}}'
+                )
+                continue
+        rendered.append(json.dumps({"name": function.get("name"), "arguments": arguments}))
+    # In text mode the harness may already have stored the JSON call as the content.
+    missing = [r for r in rendered if _squash(r) not in _squash(content)]
+    return "\n".join(part for part in [content, *missing] if part)
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def _content(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", "")) if isinstance(part, dict) else str(part) for part in content
+        )
+    return str(content)
+
+
+def _error_message(response: httpx.Response) -> str:
+    """Pull the server's error message out of the common error body shapes."""
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text[:_ERROR_TEXT_CHARS].strip() or response.reason_phrase
+    if isinstance(data, dict):
+        for key in ("error", "detail", "message"):
+            value = data.get(key)
+            if isinstance(value, dict) and value.get("message"):
+                return str(value["message"])[:_ERROR_TEXT_CHARS]
+            if value:
+                return (value if isinstance(value, str) else json.dumps(value))[:_ERROR_TEXT_CHARS]
+    return json.dumps(data)[:_ERROR_TEXT_CHARS]
+
+
+def _retry_after_s(value: str | None) -> float | None:
+    """Read a ``Retry-After`` header: seconds, or an HTTP date."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
