@@ -44,3 +44,16 @@ def test_non_numeric_answer_explains_itself():
     trajectory = play(env, task, [ToolCall("finish", {"answer": "I solved it"})])
     assert trajectory.verdict is not None
     assert "is not a number" in trajectory.verdict.feedback
+
+
+@pytest.mark.parametrize("answer", ["nan", "NaN", "inf", "-inf", "Infinity", "1e309", "-nan"])
+def test_non_finite_answers_never_pass(answer):
+    for task in env.tasks("test", 10, seed=3):
+        trajectory = play(env, task, [ToolCall("finish", {"answer": answer})])
+        assert not trajectory.passed, (answer, task.id)
+        assert "finite" in trajectory.verdict.feedback
+
+
+def test_negative_zero_is_zero():
+    task = next(t for t in env.tasks("train", 500) if t.params["answer"] == 0)
+    assert play(env, task, [ToolCall("finish", {"answer": "-0"})]).passed
