@@ -149,3 +149,41 @@ def test_conformance_on_a_few_tasks():
 def test_conformance_on_200_tasks():
     report = check_env(env, n=200)
     assert report.passed, report.results
+
+
+def _plant_link(session, target):
+    plant = f"import os\nos.remove('solution.py')\nos.symlink({str(target)!r}, 'solution.py')\n"
+    session.step(_write(plant))
+    session.step(ToolCall("run_tests", {}))
+
+
+def test_read_and_write_solution_do_not_follow_links_planted_by_agent_code(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-VALUE")
+    session = env.session(_task())
+    try:
+        session.reset()
+        _plant_link(session, secret)
+        read = session.step(ToolCall("read_solution", {}))
+        assert "TOP-SECRET-VALUE" not in read.text
+        assert read.error and "link" in read.error
+        session.step(_write("OVERWRITTEN"))
+        assert not session.verify().passed
+    finally:
+        session.close()
+    assert secret.read_text() == "TOP-SECRET-VALUE"
+
+
+def test_a_planted_link_is_replaced_by_the_next_write(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-VALUE")
+    task = _task()
+    session = env.session(task)
+    try:
+        session.reset()
+        _plant_link(session, secret)
+        session.step(_write(BY_NAME["rotate"].reference(task.params["fn"], task.params["params"])))
+        assert session.verify().passed
+    finally:
+        session.close()
+    assert secret.read_text() == "TOP-SECRET-VALUE"

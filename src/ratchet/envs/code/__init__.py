@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import random
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 from ratchet.env import FINISH, SimpleEnv
 from ratchet.envs.code.families import BY_NAME, FAMILIES, Args, Family, Params
 from ratchet.sandbox import Limits, Sandbox, SandboxResult
+from ratchet.sandbox.workspace import WorkspacePathError, entry, read_bytes, write_bytes
 from ratchet.task import Task, TaskSpec
 from ratchet.tool import ToolCall, ToolError
 from ratchet.trajectory import Trajectory
@@ -28,6 +30,7 @@ SOLUTION = "solution.py"
 RUN_LIMITS = Limits(cpu_s=2, memory_mb=512, processes=8, timeout_s=5.0, output_bytes=65_536)
 _VISIBLE, _HIDDEN = 3, 12
 _MAX_SOLUTION_CHARS = 20_000
+_MAX_READ_BYTES = 4 * _MAX_SOLUTION_CHARS
 _MARK = "@@ratchet-results@@"
 # Values are compared in a canonical, type-tagged form so that True != 1 and (1,) != [1].
 _CANON = """
@@ -180,7 +183,10 @@ def _tools(world: CodeWorld, task: Task) -> list[Callable[..., str]]:
         """
         if len(code) > _MAX_SOLUTION_CHARS:
             raise ToolError(f"the solution is longer than {_MAX_SOLUTION_CHARS} characters")
-        (world.sandbox.root / SOLUTION).write_text(code)
+        try:
+            write_bytes(world.sandbox.root, SOLUTION, code.encode())
+        except WorkspacePathError as exc:
+            raise ToolError(str(exc)) from None
         try:
             ast.parse(code)
         except SyntaxError as exc:
@@ -189,15 +195,17 @@ def _tools(world: CodeWorld, task: Task) -> list[Callable[..., str]]:
 
     def read_solution() -> str:
         """Return the current content of solution.py."""
-        path = world.sandbox.root / SOLUTION
-        if not path.is_file():
-            raise ToolError(f"{SOLUTION} does not exist yet; write it with write_solution")
-        return path.read_text(errors="replace")
+        _require_solution(world)
+        try:
+            data = read_bytes(world.sandbox.root, SOLUTION, _MAX_READ_BYTES + 1)
+        except WorkspacePathError as exc:
+            raise ToolError(str(exc)) from None
+        text = data[:_MAX_READ_BYTES].decode(errors="replace")
+        return text + "\n[truncated]" if len(data) > _MAX_READ_BYTES else text
 
     def run_tests() -> str:
         """Run the visible examples against solution.py in the sandbox and report each result."""
-        if not (world.sandbox.root / SOLUTION).is_file():
-            raise ToolError(f"{SOLUTION} does not exist yet; write it with write_solution")
+        _require_solution(world)
         cases = family_cases(family, task.params["test_seed"], _VISIBLE)
         outcome = run_cases(world.sandbox, fn, cases)
         wanted = expected(family, params, cases)
@@ -221,9 +229,26 @@ def _tools(world: CodeWorld, task: Task) -> list[Callable[..., str]]:
     return [write_solution, read_solution, run_tests]
 
 
+def _require_solution(world: CodeWorld) -> None:
+    problem = _solution_problem(world)
+    if problem:
+        raise ToolError(problem)
+
+
+def _solution_problem(world: CodeWorld) -> str | None:
+    """Why the workspace holds no regular ``solution.py`` file, or ``None`` if it does."""
+    found = entry(world.sandbox.root, SOLUTION)
+    if found is None:
+        return f"{SOLUTION} does not exist yet; write it with write_solution"
+    if not stat.S_ISREG(found.st_mode):
+        return f"{SOLUTION} is not a regular file (links are not followed); write it again"
+    return None
+
+
 def _check(task: Task, world: CodeWorld, answer: str | None) -> Verdict:
-    if not (world.sandbox.root / SOLUTION).is_file():
-        return Verdict.of(False, f"no {SOLUTION} was written", hidden_passed=0.0)
+    problem = _solution_problem(world)
+    if problem:
+        return Verdict.of(False, problem, hidden_passed=0.0)
     family = BY_NAME[task.params["family"]]
     cases = family_cases(family, task.params["test_seed"] + 1, _HIDDEN)
     outcome = run_cases(world.sandbox, task.params["fn"], cases)
@@ -258,7 +283,7 @@ def _relabel(trajectory: Trajectory) -> TaskSpec | None:
         return None
     candidates = [(f, fn) for f in FAMILIES for fn in f.names if fn in defined]
     with Sandbox(RUN_LIMITS) as sandbox:
-        (sandbox.root / SOLUTION).write_text(code)
+        write_bytes(sandbox.root, SOLUTION, code.encode())
         for family, fn in candidates:
             cases = family_cases(family, trajectory.task.seed, _HIDDEN)
             got = [r.get("value") for r in run_cases(sandbox, fn, cases).results]
