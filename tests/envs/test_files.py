@@ -43,6 +43,63 @@ def test_paths_are_confined_to_the_workspace():
         session.close()
 
 
+def _session_with_links(secret):
+    session = env.session(env.tasks("test", 1)[0])
+    session.reset()
+    command = f"ln -s {secret} file-link; ln -s {secret.parent} dir-link"
+    assert session.step(ToolCall("run", {"command": command})).error is None
+    return session
+
+
+def test_search_does_not_follow_links_made_with_run(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-VALUE\n")
+    session = _session_with_links(secret)
+    try:
+        for path in (".", "file-link", "dir-link"):
+            found = session.step(ToolCall("search", {"pattern": "TOP-SECRET", "path": path}))
+            assert "TOP-SECRET-VALUE" not in found.text, path
+    finally:
+        session.close()
+
+
+def test_list_files_shows_no_size_of_outside_files(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("x" * 48611)
+    session = _session_with_links(secret)
+    try:
+        listing = session.step(ToolCall("list_files", {"path": "."})).text
+        assert "48611" not in listing
+        assert "file-link (link)" in listing and "dir-link (link)" in listing
+        assert session.step(ToolCall("list_files", {"path": "dir-link"})).error
+    finally:
+        session.close()
+
+
+def test_no_file_tool_reads_writes_or_moves_through_a_link(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-VALUE")
+    session = _session_with_links(secret)
+    calls = [
+        ToolCall("read_file", {"path": "file-link"}),
+        ToolCall("read_file", {"path": "dir-link/secret.txt"}),
+        ToolCall("write_file", {"path": "dir-link/planted.txt", "content": "x"}),
+        ToolCall("move_file", {"source": "dir-link/secret.txt", "destination": "stolen.txt"}),
+        ToolCall("move_file", {"source": "file-link", "destination": "dir-link/"}),
+        ToolCall("delete_file", {"path": "dir-link/secret.txt"}),
+    ]
+    try:
+        for call in calls:
+            observation = session.step(call)
+            assert observation.error and "TOP-SECRET-VALUE" not in observation.text, call
+        session.step(ToolCall("write_file", {"path": "file-link", "content": "mine"}))
+        assert session.step(ToolCall("read_file", {"path": "file-link"})).text == "mine"
+    finally:
+        session.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secret.txt"]
+    assert secret.read_text() == "TOP-SECRET-VALUE"
+
+
 @pytest.mark.parametrize(
     "command",
     ["cat /etc/passwd", "while :; do :; done", "python3 -c 'import socket; socket.socket()'",

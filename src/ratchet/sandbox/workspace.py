@@ -218,10 +218,11 @@ def _directory(root: Path, parts: list[str], create: bool = False) -> Iterator[i
             try:
                 child = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
+                error = exc
                 found = _lstat_at(fd, part)
                 if found is not None and stat.S_ISLNK(found.st_mode):
-                    exc = OSError(errno.ELOOP, "link")  # O_DIRECTORY reports a link as ENOTDIR
-                raise _explain(exc, "/".join(parts[: index + 1])) from None
+                    error = OSError(errno.ELOOP, "link")  # O_DIRECTORY reports links as ENOTDIR
+                raise _explain(error, "/".join(parts[: index + 1])) from None
             os.close(fd)
             fd = child
         yield fd
