@@ -143,3 +143,47 @@ def test_bad_limits_and_commands_are_clear_errors(sandbox):
     with pytest.raises(ValueError, match="argv"):
         sandbox.run([])
     assert sandbox.run(["no-such-program-here"]).exit_code == 127
+
+
+def test_host_unix_sockets_cannot_be_reached(sandbox, tmp_path):
+    import socket
+
+    path = tmp_path / "host.sock"
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        server = socket.socket(socket.AF_UNIX, kind)
+        server.bind(str(path))
+        if kind == socket.SOCK_STREAM:
+            server.listen(1)
+        os.chmod(path, 0o777)
+        os.chmod(tmp_path, 0o755)
+        code = (
+            "import socket\n"
+            f"s = socket.socket(socket.AF_UNIX, {int(kind)})\n"
+            "try:\n"
+            f"    s.connect({str(path)!r}); print('connected')\n"
+            "except OSError as exc:\n    print('blocked', exc.errno)\n"
+            "try:\n"
+            f"    s.sendto(b'x', {str(path)!r}); print('sent')\n"
+            "except OSError as exc:\n    print('blocked', exc.errno)\n"
+        )
+        result = sandbox.run_python(code)
+        server.close()
+        path.unlink()
+        assert result.stdout.split("\n")[:2] == ["blocked 13", "blocked 13"], result
+
+
+def test_unix_socket_pairs_still_work_inside(sandbox):
+    code = (
+        "import socket\na, b = socket.socketpair()\na.sendall(b'ping')\nprint(b.recv(4).decode())"
+    )
+    assert sandbox.run_python(code).stdout == "ping\n"
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_seccomp_filter_assembles_for_each_known_machine(machine):
+    from ratchet.sandbox.launcher import _SYSCALLS, seccomp_program
+
+    program = seccomp_program(_SYSCALLS[machine])
+    for index, (code, jt, jf, _) in enumerate(program):
+        assert 0 <= jt < len(program) - index and 0 <= jf < len(program) - index
+    assert program[-1][0] == program[-2][0] == 0x06  # ends in returns

@@ -15,7 +15,9 @@ interpreter with ``-I -S``) which applies, before executing the command:
   Landlock ABI 4+ TCP bind/connect are denied too, and on ABI 6+ signals and abstract unix
   sockets cannot reach outside the sandbox;
 - **seccomp**: ``socket()`` for any family but ``AF_UNIX`` and ``io_uring_setup`` fail with
-  ``EACCES``, so there is no network even where namespaces are unavailable;
+  ``EACCES``, so there is no network even where namespaces are unavailable; so do
+  ``connect()``, ``sendmsg()`` and ``sendto()`` to an address, so no Unix socket of the host
+  (a Docker daemon, a session bus) can be reached;
 - **rlimits**: CPU seconds, address space, processes, open files, file size;
 - a scrubbed environment and the workspace as working directory.
 
