@@ -184,6 +184,6 @@ def test_the_seccomp_filter_assembles_for_each_known_machine(machine):
     from ratchet.sandbox.launcher import _SYSCALLS, seccomp_program
 
     program = seccomp_program(_SYSCALLS[machine])
-    for index, (code, jt, jf, _) in enumerate(program):
+    for index, (_, jt, jf, _) in enumerate(program):
         assert 0 <= jt < len(program) - index and 0 <= jf < len(program) - index
     assert program[-1][0] == program[-2][0] == 0x06  # ends in returns
