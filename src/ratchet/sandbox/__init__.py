@@ -29,6 +29,7 @@ captured output. Namespaces are used where the kernel allows them and reported i
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -39,6 +40,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -46,16 +48,25 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ratchet.sandbox.keeper import (
+    Keeper,
+    KeeperError,
+    remove_tree,
+    sweep_stale_workspaces,
+    workspace_prefix,
+)
 from ratchet.sandbox.launcher import STATUS_FD_ENV, landlock_abi
 
 __all__ = [
     "Limits",
+    "Quota",
     "Sandbox",
     "SandboxResult",
     "SandboxUnavailable",
     "landlock_abi",
     "python_executable",
     "require_landlock",
+    "sweep_stale_workspaces",
 ]
 
 _LAUNCHER = str(Path(__file__).resolve().with_name("launcher.py"))
@@ -69,6 +80,39 @@ _SYSTEM_DIRS = ("/bin", "/sbin", "/usr", "/lib", "/lib32", "/lib64", "/libx32")
 _SYSTEM_FILES = ("/etc/ld.so.cache", "/dev/zero", "/dev/urandom", "/dev/random")
 _WRITABLE_DEVICES = ("/dev/null",)
 _SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+_HOST_GRACE_S = 2.0
+
+
+class _KeeperSlot:
+    """This process's keeper, started on first use (``None`` where the kernel refuses it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner = -1
+        self._keeper: Keeper | None = None
+        self._swept = False
+
+    def get(self) -> Keeper | None:
+        with self._lock:
+            if self._owner != os.getpid():  # a forked child needs a keeper of its own
+                self._owner, self._keeper = os.getpid(), None
+                try:
+                    self._keeper = Keeper(python_executable(), _LAUNCHER, _SANDBOX_UID)
+                except KeeperError:
+                    return None
+                atexit.register(self._keeper.close)
+            if self._keeper is not None and not self._keeper.alive():
+                self._keeper = None
+            return self._keeper
+
+    def sweep_once(self) -> None:
+        with self._lock:
+            if not self._swept:
+                self._swept = True
+                sweep_stale_workspaces()
+
+
+_KEEPER = _KeeperSlot()
 
 
 class SandboxUnavailable(RuntimeError):
@@ -86,7 +130,10 @@ class Limits:
         open_files: File descriptors per process.
         file_size_mb: Largest file the command may write.
         output_bytes: Captured bytes kept per stream; more output kills the command.
-        timeout_s: Wall-clock seconds before the whole process group is killed.
+        timeout_s: Wall-clock seconds before every process of the run is killed.
+        total_memory_mb: Resident memory of all the run's processes together before they are
+            all killed (checked every 50 ms by the launcher); ``None`` for no aggregate cap
+            (``memory_mb`` still bounds each process).
     """
 
     cpu_s: int = 5
@@ -96,11 +143,33 @@ class Limits:
     file_size_mb: int = 16
     output_bytes: int = 65_536
     timeout_s: float = 10.0
+    total_memory_mb: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if value is not None and value <= 0:
+                raise ValueError(f"sandbox limit {name} must be positive; got {value}")
+
+
+@dataclass(frozen=True)
+class Quota:
+    """Limits on the workspace itself, for its whole life (not per run).
+
+    Enforced by the kernel where the workspace can be a tmpfs (see :mod:`.keeper`); the host's
+    own writes (e.g. an env generating files) count too.
+
+    Attributes:
+        disk_mb: Bytes the workspace's files may take up, in MiB.
+        inodes: Files, folders and links the workspace may hold.
+    """
+
+    disk_mb: int = 64
+    inodes: int = 4096
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
             if value <= 0:
-                raise ValueError(f"sandbox limit {name} must be positive; got {value}")
+                raise ValueError(f"sandbox quota {name} must be positive; got {value}")
 
 
 @dataclass(frozen=True)
@@ -157,19 +226,37 @@ class Sandbox:
 
     Attributes:
         limits: Default limits for :meth:`run`.
-        root: The workspace directory (real path).
+        quota: Disk and inode quota of the workspace.
+        directory: The workspace as sandboxed commands see it (shown as ``.`` in output).
+        root: Where the host reads and writes the workspace: ``directory`` itself, or, when
+            the workspace is a tmpfs held by the keeper, the same folder reached through
+            ``/proc/KEEPER/root``. Use :mod:`ratchet.sandbox.workspace` for host-side access
+            to files the agent could have replaced with links.
     """
 
     limits: Limits = field(default_factory=Limits)
+    quota: Quota = field(default_factory=Quota)
+    directory: Path = field(init=False)
     root: Path = field(init=False)
+    _keeper: Keeper | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         require_landlock()
-        self.root = Path(tempfile.mkdtemp(prefix="ratchet-sandbox-")).resolve()
-        if os.geteuid() == 0:
+        _KEEPER.sweep_once()
+        self.directory = Path(tempfile.mkdtemp(prefix=workspace_prefix())).resolve()
+        self.root = self.directory
+        keeper = _KEEPER.get()
+        if keeper is not None:
+            try:
+                keeper.mount(self.directory, self.quota.disk_mb, self.quota.inodes)
+            except KeeperError:
+                keeper = None
+        if keeper is not None:
+            self._keeper, self.root = keeper, keeper.view(self.directory)
+        elif os.geteuid() == 0:
             # The sandbox runs as an unprivileged uid mapped to root of its own namespace;
             # the workspace stays root-owned on the host and root-owned files are mapped in.
-            self.root.chmod(0o700)
+            self.directory.chmod(0o700)
 
     def __enter__(self) -> Sandbox:
         return self
@@ -179,7 +266,11 @@ class Sandbox:
 
     def close(self) -> None:
         """Remove the workspace and everything in it (idempotent)."""
-        shutil.rmtree(self.root, ignore_errors=True)
+        if self._keeper is not None:
+            with contextlib.suppress(KeeperError):
+                self._keeper.unmount(self.directory)
+            self._keeper = None
+        remove_tree(str(self.directory))
 
     def run(
         self, argv: Sequence[str], *, stdin: bytes = b"", limits: Limits | None = None
@@ -204,20 +295,22 @@ class Sandbox:
             return SandboxResult(127, "", f"command not found: {argv[0]}\n")
         config = {
             "argv": [program, *argv[1:]],
-            "cwd": str(self.root),
-            "env": _scrubbed_env(self.root),
+            "cwd": str(self.directory),
+            "env": _scrubbed_env(self.directory),
             "limits": asdict(limits),
             "readable_dirs": _readable_dirs(),
             "readable_files": [p for p in _SYSTEM_FILES if os.path.exists(p)],
             "writable_files": [p for p in _WRITABLE_DEVICES if os.path.exists(p)],
-            "writable_dirs": [str(self.root)],
+            "writable_dirs": [str(self.directory)],
             "sandbox_uid": _SANDBOX_UID,
+            "host_pid": os.getpid(),
+            "keeper": self._keeper.namespaces if self._keeper else None,
         }
         result = _launch(config, stdin, limits)
         return replace(
             result,
-            stdout=_hide_root(result.stdout, self.root),
-            stderr=_hide_root(result.stderr, self.root),
+            stdout=_hide_root(result.stdout, self.directory),
+            stderr=_hide_root(result.stderr, self.directory),
         )
 
     def run_shell(self, command: str, *, limits: Limits | None = None) -> SandboxResult:
@@ -337,12 +430,12 @@ def _launch(config: dict[str, Any], stdin: bytes, limits: Limits) -> SandboxResu
     duration_s = time.monotonic() - start
     if "error" in status:
         raise SandboxUnavailable(f"sandbox launcher failed: {status['error']}")
-    killed = host_kill or _signal_reason(status.get("signal"))
+    killed = host_kill or status.get("killed") or _signal_reason(status.get("signal"))
     return SandboxResult(
         exit_code=status.get("exit"),
         stdout=out.decode("utf-8", "replace"),
         stderr=err.decode("utf-8", "replace"),
-        timed_out=host_kill == "timeout",
+        timed_out=killed == "timeout",
         killed=killed,
         duration_s=duration_s,
         truncated=truncated,
@@ -361,7 +454,8 @@ def _collect(
     except BrokenPipeError:
         pass
     buffers = {process.stdout.fileno(): bytearray(), process.stderr.fileno(): bytearray()}
-    deadline = time.monotonic() + limits.timeout_s
+    # The launcher enforces the deadline; this one only catches a launcher that hangs.
+    deadline = time.monotonic() + limits.timeout_s + _HOST_GRACE_S
     truncated = False
     with selectors.DefaultSelector() as selector:
         for stream in (process.stdout, process.stderr):
