@@ -126,6 +126,19 @@ def test_a_fork_bomb_through_run_leaves_the_session_going():
         session.close()
 
 
+def test_run_has_an_aggregate_memory_cap():
+    hog = "python3 -c 'import time; b = b\"x\" * (250 << 20); time.sleep(4)'"
+    hogs = f"for i in 1 2 3 4; do {hog} & done; wait"
+    session = env.session(env.tasks("test", 1)[0])
+    try:
+        session.reset()
+        observation = session.step(ToolCall("run", {"command": hogs}))
+        assert observation.error and "memory limit" in observation.error
+        assert session.step(ToolCall("run", {"command": "echo alive"})).text == "alive"
+    finally:
+        session.close()
+
+
 def test_tools_work_on_the_workspace():
     task = env.tasks("test", 1)[0]
     session = env.session(task)

@@ -38,7 +38,16 @@ from ratchet.tool import Tool, ToolError
 from ratchet.trajectory import Trajectory
 from ratchet.verdict import Verdict
 
-RUN_LIMITS = Limits(cpu_s=2, memory_mb=512, processes=32, timeout_s=5.0, output_bytes=16_384)
+# 32 processes of 512 MB each would be 16 GB; the total cap keeps a pipeline of memory hogs
+# from taking the host's memory.
+RUN_LIMITS = Limits(
+    cpu_s=2,
+    memory_mb=512,
+    processes=32,
+    timeout_s=5.0,
+    output_bytes=16_384,
+    total_memory_mb=768,
+)
 _MAX_READ_CHARS = 20_000
 _MAX_MATCHES = 100
 _MAX_LISTED = 500
