@@ -1,9 +1,11 @@
 import functools
+import json
+import random
 
 import pytest
 
 from ratchet.check import check_env
-from ratchet.envs.code import env
+from ratchet.envs.code import canon, env, expected, family_cases, hidden_cases
 from ratchet.envs.code.families import BY_NAME, FAMILIES
 from ratchet.sandbox import landlock_abi
 from ratchet.tool import ToolCall
@@ -187,3 +189,47 @@ def test_a_planted_link_is_replaced_by_the_next_write(tmp_path):
     finally:
         session.close()
     assert secret.read_text() == "TOP-SECRET-VALUE"
+
+
+TRIVIAL = [
+    *((f"return {value!r}", lambda *args, v=value: v) for value in
+      (False, True, 0, 1, -1, "", [], {}, None)),
+    ("return the argument", lambda *args: args[0]),
+    ("return not the argument", lambda *args: not args[0]),
+    ("return its length", lambda *args: len(args[0]) if hasattr(args[0], "__len__") else 0),
+    ("return its length is even", lambda *args: len(args[0]) % 2 == 0
+     if hasattr(args[0], "__len__") else False),
+]  # fmt: skip
+
+
+def _outputs(fn, cases):
+    results = []
+    for args in cases:
+        try:
+            results.append(canon(fn(*json.loads(json.dumps(args)))))
+        except Exception:
+            results.append(None)
+    return results
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_no_constant_or_trivial_function_passes_the_hidden_tests(family):
+    rng = random.Random(family.name)
+    for seed in range(40):
+        params = rng.choice(family.grid)
+        cases = hidden_cases(family, params, seed)
+        want = expected(family, params, cases)
+        for name, fn in TRIVIAL:
+            assert _outputs(fn, cases) != want, (family.name, params, seed, name)
+
+
+def test_return_false_no_longer_passes_a_balanced_task():
+    def constant_false_passed_before(task):
+        family = BY_NAME["balanced"]
+        old = family_cases(family, task.params["test_seed"] + 1, 12)
+        return all(v == ["bool", False] for v in expected(family, task.params["params"], old))
+
+    task = next(t for t in _tasks() if t.params["family"] == "balanced" and
+                constant_false_passed_before(t))  # fmt: skip
+    code = f"def {task.params['fn']}(text):\n    return False\n"
+    assert not play(env, task, [_write(code), FINISH]).passed

@@ -28,7 +28,8 @@ from ratchet.verdict import Verdict
 
 SOLUTION = "solution.py"
 RUN_LIMITS = Limits(cpu_s=2, memory_mb=512, processes=8, timeout_s=5.0, output_bytes=65_536)
-_VISIBLE, _HIDDEN = 3, 12
+_VISIBLE, _HIDDEN, _EDGES = 3, 12, 4
+_MAX_EXTRA_DRAWS = 500
 _MAX_SOLUTION_CHARS = 20_000
 _MAX_READ_BYTES = 4 * _MAX_SOLUTION_CHARS
 _MARK = "@@ratchet-results@@"
@@ -108,6 +109,28 @@ def expected(family: Family, params: Params, cases: list[Args]) -> list[Any]:
     namespace: dict[str, Any] = {}
     exec(family.reference("reference", params), namespace)
     return [canon(namespace["reference"](*json.loads(json.dumps(args)))) for args in cases]
+
+
+def hidden_cases(family: Family, params: Params, seed: int) -> list[Args]:
+    """Return the hidden test inputs of a task, drawn from ``seed``.
+
+    Random draws, then the family's edge cases, then, while every expected output is the
+    same, more draws until one differs: a function returning a constant never passes.
+    """
+    rng = random.Random(seed)
+    cases = [family.inputs(rng) for _ in range(_HIDDEN)]
+    if family.edge_inputs is not None:
+        cases += [family.edge_inputs(rng) for _ in range(_EDGES)]
+    outputs = {json.dumps(out) for out in expected(family, params, cases)}
+    for _ in range(_MAX_EXTRA_DRAWS):
+        if len(outputs) > 1:
+            break
+        case = family.inputs(rng)
+        output = json.dumps(expected(family, params, [case])[0])
+        if output not in outputs:
+            cases.append(case)
+            outputs.add(output)
+    return cases
 
 
 def run_cases(sandbox: Sandbox, fn: str, cases: list[Args]) -> Outcome:
@@ -250,7 +273,7 @@ def _check(task: Task, world: CodeWorld, answer: str | None) -> Verdict:
     if problem:
         return Verdict.of(False, problem, hidden_passed=0.0)
     family = BY_NAME[task.params["family"]]
-    cases = family_cases(family, task.params["test_seed"] + 1, _HIDDEN)
+    cases = hidden_cases(family, task.params["params"], task.params["test_seed"] + 1)
     outcome = run_cases(world.sandbox, task.params["fn"], cases)
     wanted = expected(family, task.params["params"], cases)
     passed = sum(r.get("value") == w for r, w in zip(outcome.results, wanted, strict=True))
@@ -306,6 +329,7 @@ env: SimpleEnv[tuple[CodeWorld, Task]] = SimpleEnv(
     check=lambda task, state, answer: _check(task, state[0], answer),
     solve=_solve,
     max_difficulty=5,
+    version="2",
     teardown=lambda state: _teardown(state[0]),
     relabel=_relabel,
 )
