@@ -1,11 +1,12 @@
 import random
+import re
 
 import pytest
 
 from ratchet.check import FORGED_CLAIM, check_env
 from ratchet.envs.files import env
 from ratchet.envs.files.tasks import FAMILIES
-from ratchet.envs.files.world import generate
+from ratchet.envs.files.world import PEOPLE, SERVICES, generate
 from ratchet.sandbox import landlock_abi
 from ratchet.tool import ToolCall
 from ratchet.trajectory import play
@@ -173,6 +174,37 @@ def test_questions_need_the_file_and_the_answer(family):
     assert not play(env, task, [*writes, ToolCall("finish", {"answer": FORGED_CLAIM})]).passed
     answer = env.oracle(task)[-1]
     assert not play(env, task, [answer]).passed
+
+
+def _with_answer(task, answer):
+    return play(env, task, [*env.oracle(task)[:-1], ToolCall("finish", {"answer": answer})])
+
+
+def _wrong_like(fact):
+    """A different value of the same kind as ``fact``."""
+    if fact in PEOPLE:
+        return next(p for p in PEOPLE if p != fact)
+    service = next((s for s in SERVICES if s in fact), None)
+    if service is not None and not re.search(r"\d", fact):
+        return fact.replace(service, next(s for s in SERVICES if s != service))
+    return re.sub(r"(\d+)(?!.*\d)", lambda m: str(int(m[1]) + 1).zfill(len(m[1])), fact)
+
+
+@pytest.mark.parametrize("family", ["find", "count", "extract"])
+def test_an_answer_listing_candidates_fails(family):
+    for index in range(4):
+        task = _task(family, index)
+        right = env.oracle(task)[-1].arguments["answer"]
+        assert _with_answer(task, f"The answer is {right}.").passed
+        wrong = _wrong_like(task.params["answer"][0])
+        hedged = _with_answer(task, f"{wrong}, {right}")
+        assert not hedged.passed and "also names" in hedged.verdict.feedback, (task.id, wrong)
+
+
+def test_a_huge_answer_fails():
+    task = _task("count")
+    right = env.oracle(task)[-1].arguments["answer"]
+    assert not _with_answer(task, right + " " + "x" * 1_000_000).passed
 
 
 def test_describe_relabels_oracle_trajectories():

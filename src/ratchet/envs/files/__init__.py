@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.env import FINISH, SimpleEnv
+from ratchet.envs.files.answer import answer_problems
 from ratchet.envs.files.tasks import sample, solve
 from ratchet.envs.files.world import generate
 from ratchet.sandbox import Limits, Sandbox
@@ -275,14 +276,7 @@ def _reason(exc: Exception, path: str) -> str:
 
 def _check(task: Task, world: FilesWorld, answer: str | None) -> Verdict:
     params = task.params
-    problems = _state_problems(task, world)
-    if params["answer"]:
-        if answer is None:
-            problems.append("no final answer was given")
-        else:
-            missing = [fact for fact in params["answer"] if not _states(answer, fact)]
-            if missing:
-                problems.append(f"the final answer does not state {', '.join(missing)}")
+    problems = _state_problems(task, world) + answer_problems(answer, params["answer"])
     total = len(params["expect"]) + len(params["absent"]) + len(params["answer"])
     return Verdict.of(
         not problems,
@@ -324,11 +318,6 @@ def _matches(data: bytes, want: dict[str, Any]) -> bool:
 
 def _normalise(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
-
-
-def _states(answer: str, fact: str) -> bool:
-    pattern = rf"(?<![\w./-]){re.escape(fact)}(?![\w/-])"
-    return re.search(pattern, answer, flags=re.IGNORECASE) is not None
 
 
 def _relabel(trajectory: Trajectory) -> TaskSpec | None:
@@ -413,6 +402,7 @@ env: SimpleEnv[FilesWorld] = SimpleEnv(
     check=_check,
     solve=solve,
     max_difficulty=5,
+    version="2",
     teardown=_teardown,
     relabel=_relabel,
 )
