@@ -217,5 +217,6 @@ env: SimpleEnv[None] = SimpleEnv(
     check=_check,
     solve=_solve,
     max_difficulty=5,
+    version="2",
     relabel=relabel,
 )
