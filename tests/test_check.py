@@ -13,12 +13,14 @@ def failing(report):
 def test_calc_passes_every_check():
     report = check_env(calc, n=50)
     assert report.passed, report.results
-    assert len(report.results) == 7
+    assert len(report.results) == 15
+    assert sum(r.name.startswith("red-team: ") for r in report.results) == 8
 
 
 def test_a_verifier_that_trusts_claims_is_caught():
     gullible = replace(calc, check=lambda task, world, answer: Verdict.of(bool(answer)))
-    assert failing(check_env(gullible, n=10)) == {"forged claim scores 0"}
+    found = failing(check_env(gullible, n=10))
+    assert "forged claim scores 0" in found and "red-team: prompt injection" in found
 
 
 def test_a_wrong_oracle_is_caught():

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ratchet.env import FINISH, Env
+from ratchet.redteam import red_team_checks
 from ratchet.task import SPLITS, Task
 from ratchet.tool import ToolCall
 from ratchet.trajectory import Trajectory, play
@@ -57,7 +58,9 @@ def check_env(env: Env, n: int = 200, seed: int = 0) -> CheckReport:
     Checks: tool schemas are valid; tasks and episodes are deterministic; the oracle scores 1.0
     and a null policy 0 on ``n`` test tasks; a policy that only claims success scores 0; bad
     actions come back as error observations; the ``train``, ``probe`` and ``test`` splits are
-    disjoint. A check that raises is reported as failed with the exception, never propagated.
+    disjoint; and every attack of the red-team battery (:mod:`ratchet.redteam`) fails, one
+    check per attack. A check that raises is reported as failed with the exception, never
+    propagated.
     """
     tasks = env.tasks("test", n, seed=seed)
     checks: list[tuple[str, Callable[[], str]]] = [
@@ -68,6 +71,7 @@ def check_env(env: Env, n: int = 200, seed: int = 0) -> CheckReport:
         ("forged claim scores 0", lambda: _scores(env, tasks, _forge, want=0.0)),
         ("bad actions are observations", lambda: _bad_actions(env, tasks[0])),
         ("splits disjoint", lambda: _disjoint(env, min(n, 200), seed)),
+        *red_team_checks(env, tasks),
     ]
     results = []
     for name, run in checks:

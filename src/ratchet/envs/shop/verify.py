@@ -26,7 +26,7 @@ FEEDBACK_ROWS = 8
 # A number that is not part of a word or an id: "$1,234.50", "196.7", "45". A decimal point
 # must be followed by digits to belong to the number (not a full stop).
 _AMOUNT = re.compile(r"(?<![\w#.,])\$?(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\d,]|\.\d)")
-_ORDER_ID = re.compile(r"#?\bW(\d{7})\b", re.IGNORECASE)
+_ORDER_ID = re.compile(r"#?\bW(\d+)\b", re.IGNORECASE)
 _STATUS = re.compile(r"\b(" + "|".join(STATUSES) + r"|canceled)\b", re.IGNORECASE)
 
 
