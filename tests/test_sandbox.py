@@ -295,3 +295,18 @@ def test_the_total_memory_of_all_processes_is_capped(sandbox):
     result = sandbox.run_python(code, limits=capped)
     assert result.killed == "memory limit"
     assert "memory cap" in result.isolation
+
+
+def test_a_dead_keeper_is_replaced_for_new_sandboxes():
+    import signal
+
+    import ratchet.sandbox as sandbox_module
+
+    keeper = sandbox_module._KEEPER.get()
+    if keeper is None:
+        pytest.skip("no user namespaces: there is no keeper")
+    os.kill(keeper.pid, signal.SIGKILL)
+    assert _eventually(lambda: not keeper.alive())
+    with Sandbox(SMALL) as box:
+        assert box.run_shell("echo ok > f; cat f").stdout == "ok\n"
+        assert sandbox_module._KEEPER.get().pid != keeper.pid

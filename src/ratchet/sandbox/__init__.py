@@ -90,19 +90,21 @@ class _KeeperSlot:
         self._lock = threading.Lock()
         self._owner = -1
         self._keeper: Keeper | None = None
+        self._refused = False
         self._swept = False
 
     def get(self) -> Keeper | None:
         with self._lock:
             if self._owner != os.getpid():  # a forked child needs a keeper of its own
-                self._owner, self._keeper = os.getpid(), None
-                try:
-                    self._keeper = Keeper(python_executable(), _LAUNCHER, _SANDBOX_UID)
-                except KeeperError:
-                    return None
-                atexit.register(self._keeper.close)
-            if self._keeper is not None and not self._keeper.alive():
-                self._keeper = None
+                self._owner, self._keeper, self._refused = os.getpid(), None, False
+            if self._refused or (self._keeper is not None and self._keeper.alive()):
+                return self._keeper
+            try:
+                self._keeper = Keeper(python_executable(), _LAUNCHER, _SANDBOX_UID)
+            except KeeperError:
+                self._keeper, self._refused = None, True  # the kernel said no; do not ask again
+                return None
+            atexit.register(self._keeper.close)
             return self._keeper
 
     def sweep_once(self) -> None:
