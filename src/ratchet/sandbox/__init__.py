@@ -29,7 +29,6 @@ captured output. Namespaces are used where the kernel allows them and reported i
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import os
@@ -38,24 +37,23 @@ import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from ratchet.sandbox.keeper import (
     Keeper,
     KeeperError,
+    KeeperSlot,
     remove_tree,
     sweep_stale_workspaces,
     workspace_prefix,
 )
 from ratchet.sandbox.launcher import STATUS_FD_ENV, landlock_abi
+from ratchet.sandbox.readable import readable_dirs
 
 __all__ = [
     "Limits",
@@ -76,45 +74,13 @@ _LAUNCHER = str(Path(__file__).resolve().with_name("launcher.py"))
 # The kernel uid a root host runs the sandbox as (inside its user namespace it is root). Root is
 # exempt from RLIMIT_NPROC; an unprivileged uid is not.
 _SANDBOX_UID = 100_000
-_SYSTEM_DIRS = ("/bin", "/sbin", "/usr", "/lib", "/lib32", "/lib64", "/libx32")
 _SYSTEM_FILES = ("/etc/ld.so.cache", "/dev/zero", "/dev/urandom", "/dev/random")
 _WRITABLE_DEVICES = ("/dev/null",)
 _SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _HOST_GRACE_S = 2.0
 
 
-class _KeeperSlot:
-    """This process's keeper, started on first use (``None`` where the kernel refuses it)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._owner = -1
-        self._keeper: Keeper | None = None
-        self._refused = False
-        self._swept = False
-
-    def get(self) -> Keeper | None:
-        with self._lock:
-            if self._owner != os.getpid():  # a forked child needs a keeper of its own
-                self._owner, self._keeper, self._refused = os.getpid(), None, False
-            if self._refused or (self._keeper is not None and self._keeper.alive()):
-                return self._keeper
-            try:
-                self._keeper = Keeper(python_executable(), _LAUNCHER, _SANDBOX_UID)
-            except KeeperError:
-                self._keeper, self._refused = None, True  # the kernel said no; do not ask again
-                return None
-            atexit.register(self._keeper.close)
-            return self._keeper
-
-    def sweep_once(self) -> None:
-        with self._lock:
-            if not self._swept:
-                self._swept = True
-                sweep_stale_workspaces()
-
-
-_KEEPER = _KeeperSlot()
+_KEEPER = KeeperSlot(lambda: Keeper(python_executable(), _LAUNCHER, _SANDBOX_UID))
 
 
 class SandboxUnavailable(RuntimeError):
@@ -300,7 +266,7 @@ class Sandbox:
             "cwd": str(self.directory),
             "env": _scrubbed_env(self.directory),
             "limits": asdict(limits),
-            "readable_dirs": _readable_dirs(),
+            "readable_dirs": readable_dirs(),
             "readable_files": [p for p in _SYSTEM_FILES if os.path.exists(p)],
             "writable_files": [p for p in _WRITABLE_DEVICES if os.path.exists(p)],
             "writable_dirs": [str(self.directory)],
@@ -358,53 +324,6 @@ def _scrubbed_env(root: Path) -> dict[str, str]:
 
 def _hide_root(text: str, root: Path) -> str:
     return text.replace(f"{root}/", "./").replace(str(root), ".")
-
-
-@cache
-def _readable_dirs() -> list[tuple[str, bool]]:
-    """System paths the sandbox may read, split around the directories it must not.
-
-    Each entry is ``(path, listing_only)``: a directory on the way to a forbidden one may be
-    listed (Python's importer lists the stdlib directory) but its files are granted one by one.
-    """
-    roots = {os.path.realpath(p) for p in _SYSTEM_DIRS if os.path.isdir(p)}
-    roots.add(os.path.realpath(sys.base_prefix))
-    roots = {r for r in roots if not any(r != o and r.startswith(o + "/") for o in roots)}
-    return sorted(d for root in roots for d in _allow_except(root, _forbidden_dirs()))
-
-
-def _forbidden_dirs() -> set[str]:
-    """Installed packages (the project and its verifiers among them) and the active venv."""
-    import glob
-    import site
-
-    candidates = {sys.prefix, str(Path(__file__).resolve().parents[1])}
-    candidates.update(site.getsitepackages())
-    for scheme_path in ("purelib", "platlib"):
-        candidates.add(sysconfig.get_paths()[scheme_path])
-    for prefix in {sys.base_prefix, "/usr", "/usr/local"}:
-        candidates.update(glob.glob(f"{prefix}/lib*/python3*/*-packages"))
-        candidates.update(glob.glob(f"{prefix}/lib*/python3/dist-packages"))
-    return {os.path.realpath(c) for c in candidates if os.path.isdir(c)}
-
-
-def _allow_except(root: str, forbidden: set[str]) -> list[tuple[str, bool]]:
-    """Return paths covering ``root`` except the forbidden directories beneath it."""
-    if root in forbidden:
-        return []
-    if not any(f.startswith(root + "/") for f in forbidden):
-        return [(root, False)]
-    allowed = [(root, True)]
-    for entry in sorted(os.listdir(root)):
-        child = os.path.join(root, entry)
-        real = os.path.realpath(child)
-        if real != child and os.path.isdir(real):
-            continue  # a symlinked directory is reachable under its real path if allowed
-        if os.path.isdir(child):
-            allowed.extend(_allow_except(child, forbidden))
-        else:
-            allowed.append((child, False))
-    return allowed
 
 
 def _launch(config: dict[str, Any], stdin: bytes, limits: Limits) -> SandboxResult:

@@ -11,6 +11,7 @@ sandbox started on the machine removes the folders of owners that are gone.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -20,12 +21,13 @@ import stat
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ratchet.sandbox.launcher import write_id_maps
 
-__all__ = ["Keeper", "KeeperError", "sweep_stale_workspaces", "workspace_prefix"]
+__all__ = ["Keeper", "KeeperError", "KeeperSlot", "sweep_stale_workspaces", "workspace_prefix"]
 
 PREFIX = "ratchet-sandbox-"
 _OWNED = re.compile(rf"{PREFIX}(\d+)\.(\d+)-.+")
@@ -138,6 +140,44 @@ class Keeper:
         reply = self._read()
         if key not in reply:
             raise KeeperError(str(reply.get("error", reply)))
+
+
+class KeeperSlot:
+    """A process's keeper, started on first use; ``None`` where the kernel refuses one.
+
+    Args:
+        start: Starts a keeper (raising :class:`KeeperError` if the kernel refuses).
+    """
+
+    def __init__(self, start: Callable[[], Keeper]) -> None:
+        self._start = start
+        self._lock = threading.Lock()
+        self._owner = -1
+        self._keeper: Keeper | None = None
+        self._refused = False
+        self._swept = False
+
+    def get(self) -> Keeper | None:
+        """Return the live keeper, starting one if there is none (or it died)."""
+        with self._lock:
+            if self._owner != os.getpid():  # a forked child needs a keeper of its own
+                self._owner, self._keeper, self._refused = os.getpid(), None, False
+            if self._refused or (self._keeper is not None and self._keeper.alive()):
+                return self._keeper
+            try:
+                self._keeper = self._start()
+            except KeeperError:
+                self._keeper, self._refused = None, True  # the kernel said no; do not ask again
+                return None
+            atexit.register(self._keeper.close)
+            return self._keeper
+
+    def sweep_once(self) -> None:
+        """Run :func:`sweep_stale_workspaces` the first time a process asks."""
+        with self._lock:
+            if not self._swept:
+                self._swept = True
+                sweep_stale_workspaces()
 
 
 def workspace_prefix() -> str:

@@ -1,7 +1,8 @@
 """The sandbox launcher: confines itself, then executes the command.
 
 Run by :mod:`ratchet.sandbox` as ``python -I -S -B launcher.py CONFIG``, this module imports
-only the standard library (never ratchet: it runs outside the project's environment). It dies
+only the standard library (never ratchet: it runs outside the project's environment), which is
+also why it is one file rather than several. It dies
 with the host (a parent-death signal), joins the workspace keeper's namespaces when there is
 one, and forks a child that enters fresh user, network and PID namespaces where the kernel
 allows; that child forks the command as init of its PID namespace after setting rlimits, a
