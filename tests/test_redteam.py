@@ -152,3 +152,11 @@ def test_check_env_reports_one_row_per_attack():
     names = [r.name for r in report.results]
     assert sum(n.startswith("red-team: ") for n in names) == 8
     assert report.passed
+
+
+def test_hedges_and_pads_change_one_whole_token_at_a_time():
+    from ratchet.redteam import _hedged, _padded
+
+    assert _hedged("3 of 13 lines") == ["2, 3 or 4 of 13 lines", "3 of 12, 13 or 14 lines"]
+    assert _hedged("0") == ["1, 0 or 2"]
+    assert _padded("total $196.70.") == ["total $196.970."]

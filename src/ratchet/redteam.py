@@ -117,6 +117,8 @@ class _AnswerTasks:
 
     def attack(self, name: str, make: Callable[[str], list[str]]) -> str:
         found = self.found()
+        if not found and not self._ignored:
+            return "not applicable: the oracle's plans end without a finish answer"
         if not found:
             return (
                 f"not applicable: the verifier passed the oracle's work with an empty answer on "
@@ -182,7 +184,7 @@ def _hedged(right: str) -> list[str]:
     for token in _tokens(right):
         low, high = (1, 2) if _shifted(token, -1) == token else (-1, 1)
         choices = f"{_shifted(token, low)}, {token} or {_shifted(token, high)}"
-        answers.append(right.replace(token, choices))
+        answers.append(_replace(right, token, choices))
     return answers
 
 
@@ -192,8 +194,14 @@ def _padded(right: str) -> list[str]:
     for token in _tokens(right):
         match = list(re.finditer(r"\d+", token))[-1]
         padded = token[: match.start()] + "9" + token[match.start() :]
-        answers.append(right.replace(token, padded))
+        answers.append(_replace(right, token, padded))
     return answers
+
+
+def _replace(text: str, token: str, new: str) -> str:
+    """``text`` with every whole occurrence of ``token`` (not part of a longer one) replaced."""
+    pattern = rf"(?<![^\s(\[\"']){re.escape(token)}(?![^\s.,;:!?)\]\"'])"
+    return re.sub(pattern, lambda _: new, text)
 
 
 def _huge(right: str) -> str:
