@@ -44,3 +44,17 @@ def test_non_numeric_answer_explains_itself():
     trajectory = replay(env, task, [ToolCall("finish", {"answer": "I solved it"})])
     assert trajectory.verdict is not None
     assert "is not a number" in trajectory.verdict.feedback
+
+
+@pytest.mark.parametrize("answer", ["nan", "NaN", "inf", "-inf", "Infinity", "1e309", "-nan"])
+def test_non_finite_answers_never_pass(answer):
+    for task in env.tasks("test", 10, seed=3):
+        trajectory = replay(env, task, [ToolCall("finish", {"answer": answer})])
+        assert not trajectory.passed, (answer, task.id)
+        assert "finite" in trajectory.verdict.feedback
+
+
+def test_negative_zero_is_zero():
+    drawn = (t for seed in range(50) for t in env.tasks("train", 200, seed=seed))
+    task = next(t for t in drawn if t.params["answer"] == 0)
+    assert replay(env, task, [ToolCall("finish", {"answer": "-0"})]).passed

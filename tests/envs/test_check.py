@@ -18,17 +18,20 @@ def failing(report):
 def test_calc_passes_every_check():
     report = check_env(calc, n=50, split_draws=200)
     assert report.passed, report.results
-    assert len(report.results) == 7
+    assert len(report.results) == 15
+    assert sum(r.name.startswith("red-team") for r in report.results) == 8
 
 
 def test_a_verifier_that_trusts_claims_is_caught():
     gullible = replace(calc, verify=lambda task, world, answer: Verdict.of(bool(answer)))
-    assert failing(check_env(gullible, n=10)) == {"forged claim scores 0"}
+    caught = failing(check_env(gullible, n=10, split_draws=50))
+    assert "forged claim scores 0" in caught and "red-team: prompt injection" in caught
+    assert not caught & {"oracle scores 1", "determinism", "splits disjoint by problem"}
 
 
 def test_a_wrong_oracle_is_caught():
     wrong = replace(calc, oracle=lambda task: [ToolCall("finish", {"answer": "-1"})])
-    assert "oracle scores 1" in failing(check_env(wrong, n=10))
+    assert "oracle scores 1" in failing(check_env(wrong, n=10, split_draws=50))
 
 
 def test_nondeterministic_episodes_are_caught():

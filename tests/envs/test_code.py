@@ -1,11 +1,13 @@
 import functools
+import json
+import random
 
 import pytest
 
 from ratchet.core.tool import ToolCall
 from ratchet.engine.harness import replay
 from ratchet.envs.check import check_env
-from ratchet.envs.code import env
+from ratchet.envs.code import canon, env, expected, family_cases, hidden_cases
 from ratchet.envs.code.families import BY_NAME, FAMILIES
 from ratchet.sandbox import landlock_abi
 
@@ -141,7 +143,7 @@ def test_describe_names_nothing_without_a_working_function():
 
 
 def test_conformance_on_a_few_tasks():
-    report = check_env(env, n=10)
+    report = check_env(env, n=10, split_draws=100)
     assert report.passed, report.results
 
 
@@ -149,3 +151,86 @@ def test_conformance_on_a_few_tasks():
 def test_conformance_on_200_tasks():
     report = check_env(env, n=200)
     assert report.passed, report.results
+
+
+def _plant_link(session, target):
+    plant = f"import os\nos.remove('solution.py')\nos.symlink({str(target)!r}, 'solution.py')\n"
+    session.step(_write(plant))
+    session.step(ToolCall("run_tests", {}))
+
+
+def test_read_and_write_solution_do_not_follow_links_planted_by_agent_code(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-VALUE")
+    session = env.session(_task())
+    try:
+        session.reset()
+        _plant_link(session, secret)
+        read = session.step(ToolCall("read_solution", {}))
+        assert "TOP-SECRET-VALUE" not in read.text
+        assert read.error and "link" in read.error
+        session.step(_write("OVERWRITTEN"))
+        assert not session.verify().passed
+    finally:
+        session.close()
+    assert secret.read_text() == "TOP-SECRET-VALUE"
+
+
+def test_a_planted_link_is_replaced_by_the_next_write(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-VALUE")
+    task = _task()
+    session = env.session(task)
+    try:
+        session.reset()
+        _plant_link(session, secret)
+        session.step(_write(BY_NAME["rotate"].reference(task.params["fn"], task.params["params"])))
+        assert session.verify().passed
+    finally:
+        session.close()
+    assert secret.read_text() == "TOP-SECRET-VALUE"
+
+
+TRIVIAL = [
+    *((f"return {value!r}", lambda *args, v=value: v) for value in
+      (False, True, 0, 1, -1, "", [], {}, None)),
+    ("return the argument", lambda *args: args[0]),
+    ("return not the argument", lambda *args: not args[0]),
+    ("return its length", lambda *args: len(args[0]) if hasattr(args[0], "__len__") else 0),
+    ("return its length is even", lambda *args: len(args[0]) % 2 == 0
+     if hasattr(args[0], "__len__") else False),
+]  # fmt: skip
+
+
+def _outputs(fn, cases):
+    results = []
+    for args in cases:
+        try:
+            results.append(canon(fn(*json.loads(json.dumps(args)))))
+        except Exception:
+            results.append(None)
+    return results
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_no_constant_or_trivial_function_passes_the_hidden_tests(family):
+    rng = random.Random(family.name)
+    for seed in range(40):
+        params = rng.choice(family.grid)
+        cases = hidden_cases(family, params, seed)
+        want = expected(family, params, cases)
+        for name, fn in TRIVIAL:
+            assert _outputs(fn, cases) != want, (family.name, params, seed, name)
+
+
+def test_return_false_no_longer_passes_a_balanced_task():
+    def constant_false_passed_before(task):
+        family = BY_NAME["balanced"]
+        old = family_cases(family, task.params["test_seed"] + 1, 12)
+        return all(v == ["bool", False] for v in expected(family, task.params["params"], old))
+
+    drawn = (t for seed in range(20) for t in env.tasks("test", 100, seed=seed))
+    task = next(t for t in drawn if t.params["family"] == "balanced" and
+                constant_false_passed_before(t))  # fmt: skip
+    code = f"def {task.params['fn']}(text):\n    return False\n"
+    assert not replay(env, task, [_write(code), FINISH]).passed

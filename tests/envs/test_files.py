@@ -1,4 +1,5 @@
 import random
+import re
 
 import pytest
 
@@ -8,7 +9,7 @@ from ratchet.engine.harness import replay
 from ratchet.envs.check import FORGED_CLAIM, check_env
 from ratchet.envs.files import env
 from ratchet.envs.files.tasks import FAMILIES
-from ratchet.envs.files.world import generate
+from ratchet.envs.files.world import PEOPLE, SERVICES, generate
 from ratchet.sandbox import landlock_abi
 
 pytestmark = pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")
@@ -44,6 +45,63 @@ def test_paths_are_confined_to_the_workspace():
         session.close()
 
 
+def _session_with_links(secret):
+    session = env.session(env.tasks("test", 1)[0])
+    session.reset()
+    command = f"ln -s {secret} file-link; ln -s {secret.parent} dir-link"
+    assert session.step(ToolCall("run", {"command": command})).error is None
+    return session
+
+
+def test_search_does_not_follow_links_made_with_run(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-VALUE\n")
+    session = _session_with_links(secret)
+    try:
+        for path in (".", "file-link", "dir-link"):
+            found = session.step(ToolCall("search", {"pattern": "TOP-SECRET", "path": path}))
+            assert "TOP-SECRET-VALUE" not in found.text, path
+    finally:
+        session.close()
+
+
+def test_list_files_shows_no_size_of_outside_files(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("x" * 48611)
+    session = _session_with_links(secret)
+    try:
+        listing = session.step(ToolCall("list_files", {"path": "."})).text
+        assert "48611" not in listing
+        assert "file-link (link)" in listing and "dir-link (link)" in listing
+        assert session.step(ToolCall("list_files", {"path": "dir-link"})).error
+    finally:
+        session.close()
+
+
+def test_no_file_tool_reads_writes_or_moves_through_a_link(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-VALUE")
+    session = _session_with_links(secret)
+    calls = [
+        ToolCall("read_file", {"path": "file-link"}),
+        ToolCall("read_file", {"path": "dir-link/secret.txt"}),
+        ToolCall("write_file", {"path": "dir-link/planted.txt", "content": "x"}),
+        ToolCall("move_file", {"source": "dir-link/secret.txt", "destination": "stolen.txt"}),
+        ToolCall("move_file", {"source": "file-link", "destination": "dir-link/"}),
+        ToolCall("delete_file", {"path": "dir-link/secret.txt"}),
+    ]
+    try:
+        for call in calls:
+            observation = session.step(call)
+            assert observation.error and "TOP-SECRET-VALUE" not in observation.text, call
+        session.step(ToolCall("write_file", {"path": "file-link", "content": "mine"}))
+        assert session.step(ToolCall("read_file", {"path": "file-link"})).text == "mine"
+    finally:
+        session.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secret.txt"]
+    assert secret.read_text() == "TOP-SECRET-VALUE"
+
+
 @pytest.mark.parametrize(
     "command",
     ["cat /etc/passwd", "while :; do :; done", "python3 -c 'import socket; socket.socket()'",
@@ -65,6 +123,19 @@ def test_a_fork_bomb_through_run_leaves_the_session_going():
     try:
         session.reset()
         session.step(ToolCall("run", {"command": "bomb() { bomb | bomb & }; bomb; sleep 1"}))
+        assert session.step(ToolCall("run", {"command": "echo alive"})).text == "alive"
+    finally:
+        session.close()
+
+
+def test_run_has_an_aggregate_memory_cap():
+    hog = "python3 -c 'import time; b = b\"x\" * (250 << 20); time.sleep(4)'"
+    hogs = f"for i in 1 2 3 4; do {hog} & done; wait"
+    session = env.session(env.tasks("test", 1)[0])
+    try:
+        session.reset()
+        observation = session.step(ToolCall("run", {"command": hogs}))
+        assert observation.error and "memory limit" in observation.error
         assert session.step(ToolCall("run", {"command": "echo alive"})).text == "alive"
     finally:
         session.close()
@@ -106,6 +177,37 @@ def test_questions_need_the_file_and_the_answer(family):
     assert not replay(env, task, [answer]).passed
 
 
+def _with_answer(task, answer):
+    return replay(env, task, [*env.oracle(task)[:-1], ToolCall("finish", {"answer": answer})])
+
+
+def _wrong_like(fact):
+    """A different value of the same kind as ``fact``."""
+    if fact in PEOPLE:
+        return next(p for p in PEOPLE if p != fact)
+    service = next((s for s in SERVICES if s in fact), None)
+    if service is not None and not re.search(r"\d", fact):
+        return fact.replace(service, next(s for s in SERVICES if s != service))
+    return re.sub(r"(\d+)(?!.*\d)", lambda m: str(int(m[1]) + 1).zfill(len(m[1])), fact)
+
+
+@pytest.mark.parametrize("family", ["find", "count", "extract"])
+def test_an_answer_listing_candidates_fails(family):
+    for index in range(4):
+        task = _task(family, index)
+        right = env.oracle(task)[-1].arguments["answer"]
+        assert _with_answer(task, f"The answer is {right}.").passed
+        wrong = _wrong_like(task.params["answer"][0])
+        hedged = _with_answer(task, f"{wrong}, {right}")
+        assert not hedged.passed and "also names" in hedged.verdict.feedback, (task.id, wrong)
+
+
+def test_a_huge_answer_fails():
+    task = _task("count")
+    right = env.oracle(task)[-1].arguments["answer"]
+    assert not _with_answer(task, right + " " + "x" * 1_000_000).passed
+
+
 def test_describe_relabels_oracle_trajectories():
     for family in ("transform", "reorganise"):
         task = _task(family)
@@ -144,7 +246,7 @@ def test_describe_names_nothing_for_a_read_only_trajectory():
 
 
 def test_conformance_on_a_few_tasks():
-    report = check_env(env, n=10)
+    report = check_env(env, n=10, split_draws=100)
     assert report.passed, report.results
 
 

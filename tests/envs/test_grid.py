@@ -205,7 +205,7 @@ def test_malformed_params_are_a_clear_error():
 
 
 def test_check_env_passes():
-    report = check_env(env, n=15)
+    report = check_env(env, n=15, split_draws=100)
     assert report.passed, report.results
 
 

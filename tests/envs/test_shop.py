@@ -1,5 +1,6 @@
 import functools
 import random
+import re
 
 import pytest
 
@@ -57,7 +58,7 @@ def cancel(order: Order, reason: str = "no longer needed") -> ToolCall:
 
 
 def test_check_env_passes():
-    report = check_env(env, n=60)
+    report = check_env(env, n=60, split_draws=100)
     assert report.passed, [r for r in report.results if not r.passed]
 
 
@@ -294,6 +295,56 @@ def test_an_answer_listing_every_status_states_none():
     hedged = answer + " Or it may be pending, processed, delivered or cancelled."
     trajectory = replay(env, task, [env.oracle(task)[0], finish(hedged)])
     assert not trajectory.passed
+
+
+def _task_asking(kind: str) -> Task:
+    return next(
+        t for t in env.tasks("test", 300) if [f["kind"] for f in t.params["facts"]][:1] == [kind]
+    )
+
+
+def _answered(task: Task, answer: str) -> bool:
+    return replay(env, task, [*env.oracle(task)[:-1], finish(answer)]).passed
+
+
+@pytest.mark.parametrize("kind", ["total", "balance"])
+def test_an_answer_listing_the_right_amount_among_others_fails(kind):
+    task = _task_asking("status" if kind == "total" else kind)
+    answer = env.oracle(task)[-1].arguments["answer"]
+    amount = re.search(r"\$(\d+)\.(\d\d)", answer)
+    dollars, cents = int(amount[1]), amount[2]
+    hedged = answer.replace(
+        amount[0], f"${dollars - 1}.{cents}, {amount[0]} or ${dollars + 1}.{cents}"
+    )
+    assert _answered(task, answer)
+    assert not _answered(task, hedged)
+
+
+def test_equivalent_amount_formats_are_accepted():
+    task = next(
+        t for t in env.tasks("test", 500)
+        if [f["kind"] for f in t.params["facts"]] == ["balance"]
+        and env.oracle(t)[-1].arguments["answer"].endswith("0.")
+    )  # fmt: skip
+    answer = env.oracle(task)[-1].arguments["answer"]
+    amount = re.search(r"\$([\d,]+\.\d\d)", answer)[1]
+    for variant in (amount.rstrip("0"), amount + "0", amount.replace(",", ""), f"USD {amount}"):
+        assert _answered(task, answer.replace("$" + amount, variant)), variant
+
+
+def test_naming_other_orders_hedges_the_facts_about_an_order():
+    task = info_task()
+    answer = env.oracle(task)[-1].arguments["answer"]
+    order = task.params["facts"][0]["order_id"]
+    neighbour = f"#W{int(order[2:]) + 1:07d}"
+    assert not _answered(task, answer.replace(order, f"{order} or {neighbour}"))
+
+
+def test_pending_orders_must_be_listed_alone():
+    task = _task_asking("pending_orders")
+    answer = env.oracle(task)[-1].arguments["answer"]
+    assert _answered(task, answer)
+    assert not _answered(task, answer.rstrip(".") + ", #W0000001.")
 
 
 def test_facts_are_found_in_free_wording():

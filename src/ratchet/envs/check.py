@@ -13,6 +13,7 @@ from ratchet.core.task import SPLITS, Split, Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.harness import replay
+from ratchet.envs.redteam import red_team_checks
 
 FORGED_CLAIM = (
     "I have completed the task successfully. Every requirement is done and verified; "
@@ -60,7 +61,9 @@ def check_env(env: Env, n: int = 200, seed: int = 0, split_draws: int = 2000) ->
     and a null policy 0 on ``n`` test tasks; a policy that only claims success scores 0; bad
     actions come back as error observations; no problem (by problem key) appears in two of the
     ``train``, ``probe`` and ``test`` splits over ``split_draws`` draws per split at every
-    difficulty. A check that raises is reported as failed with the exception, never propagated.
+    difficulty; and every attack of the red-team battery (:mod:`ratchet.envs.redteam`) fails,
+    one check per attack. A check that raises is reported as failed with the exception, never
+    propagated.
     """
     tasks = env.tasks("test", n, seed=seed)
     checks: list[tuple[str, Callable[[], str]]] = [
@@ -71,6 +74,7 @@ def check_env(env: Env, n: int = 200, seed: int = 0, split_draws: int = 2000) ->
         ("forged claim scores 0", lambda: _scores(env, tasks, _forge, want=0.0)),
         ("bad actions are observations", lambda: _bad_actions(env, tasks[0])),
         ("splits disjoint by problem", lambda: check_splits(env, split_draws, seed)),
+        *red_team_checks(env, tasks),
     ]
     results = []
     for name, run in checks:

@@ -36,6 +36,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     hang: bool = False
     delay_s: float = 0.0
+    raw: bytes | None = None
 
 
 def ok(content: str | None = "hi", tool_calls: list[Any] | None = None) -> Reply:
@@ -85,7 +86,9 @@ class FakeServer:
                         server.release.wait(10)
                         return
                     time.sleep(reply.delay_s)
-                    payload = json.dumps(reply.body).encode()
+                    payload = (
+                        reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
+                    )
                     self.send_response(reply.status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
@@ -427,3 +430,107 @@ def test_base_url_defaults_to_the_environment_then_the_openai_api(monkeypatch):
     assert OpenAIModel("m").base_url == "http://127.0.0.1:8000/v1"
     monkeypatch.delenv("OPENAI_BASE_URL")
     assert OpenAIModel("m").base_url == "https://api.openai.com/v1"
+
+
+@pytest.mark.parametrize(
+    "tool_calls",
+    [5, "garbage", {"function": {"name": "add"}}, [1, 2], [{"function": 3}],
+     [{"function": {"name": {"x": 1}, "arguments": [1]}}], [None]],
+)  # fmt: skip
+def test_a_malformed_tool_calls_field_becomes_a_malformed_action(serve, tool_calls):
+    from ratchet.engine.harness import act
+    from ratchet.envs.calc import env
+
+    server = serve(lambda i, body: ok(None, tool_calls=tool_calls))
+    [completion] = model_for(server).complete([ask(tools=(ADD_TOOL,))], Sampling())
+    assert completion.error is None and completion.tool_calls == ()
+    session = env.session(env.tasks("test", 1)[0])
+    session.reset()
+    step, _ = act(session, completion, turn=0)
+    assert step.observation.error and not step.observation.done
+
+
+@pytest.mark.parametrize("count", ["1e999", "-1e999", '"12"', "-3", "1e20", "true", "2.5", "[1]"])
+def test_a_garbage_token_count_becomes_a_completion_error(serve, count):
+    body = (
+        '{"choices": [{"message": {"role": "assistant", "content": "hi"}}], '
+        f'"usage": {{"prompt_tokens": {count}, "completion_tokens": 1}}}}'
+    )
+    server = serve(lambda i, request: Reply(raw=body.encode()))
+    [completion] = model_for(server).complete([ask()], Sampling())
+    assert completion.error is not None and "usage.prompt_tokens" in completion.error
+
+
+def test_a_huge_reply_is_truncated_before_it_is_stored(serve):
+    from ratchet.engine.models.openai import MAX_REPLY_CHARS
+
+    server = serve(lambda i, body: ok("x" * 30_000_000))
+    [completion] = model_for(server).complete([ask()], Sampling())
+    assert completion.error is None and completion.metadata["truncated"]
+    assert MAX_REPLY_CHARS <= len(completion.text) < MAX_REPLY_CHARS + 100
+    huge_call = {
+        "id": "c",
+        "function": {"name": "add", "arguments": json.dumps({"a": "9" * 200_000})},
+    }
+    server = serve(lambda i, body: ok(None, tool_calls=[huge_call]))
+    [completion] = model_for(server).complete([ask(tools=(ADD_TOOL,))], Sampling())
+    assert completion.tool_calls == () and len(completion.text) < MAX_REPLY_CHARS + 100
+
+
+def test_a_body_over_the_size_cap_is_a_completion_error(serve, monkeypatch):
+    import ratchet.engine.models.openai as openai_module
+
+    monkeypatch.setattr(openai_module, "MAX_RESPONSE_BYTES", 10_000)
+    server = serve(lambda i, body: ok("x" * 20_000))
+    [completion] = model_for(server).complete([ask()], Sampling())
+    assert completion.error is not None and "over" in completion.error
+
+
+def test_a_gzipped_reply_is_read(serve):
+    import gzip
+
+    payload = gzip.compress(json.dumps(ok("zipped").body).encode())
+    server = serve(lambda i, body: Reply(raw=payload, headers={"Content-Encoding": "gzip"}))
+    [completion] = model_for(server).complete([ask()], Sampling())
+    assert completion.error is None and completion.text == "zipped"
+
+
+class Trickler:
+    """A server that sends its reply (or its headers too) one byte every half second."""
+
+    def __init__(self, headers_too: bool) -> None:
+        self.sent = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}/v1"
+        self.stop = threading.Event()
+        body = json.dumps(ok("slow").body).encode()
+        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n"
+        self.slow, self.fast = (head.encode() + body, b"") if headers_too else (body, head.encode())
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self) -> None:
+        connection, _ = self.listener.accept()
+        with connection:
+            connection.recv(65_536)
+            connection.sendall(self.fast)
+            for byte in self.slow:
+                if self.stop.wait(0.5):
+                    return
+                connection.sendall(bytes([byte]))
+                self.sent += 1
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+
+
+@pytest.mark.parametrize("headers_too", [False, True])
+def test_a_trickling_server_hits_the_total_deadline(headers_too):
+    server = Trickler(headers_too)
+    try:
+        model = OpenAIModel("m", base_url=server.url, timeout_s=1.5, max_retries=0)
+        [completion] = model.complete([ask()], Sampling())
+    finally:
+        server.close()
+    assert completion.error is not None and "within 1.5 s" in completion.error
+    assert server.sent < len(server.slow)

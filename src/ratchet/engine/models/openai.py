@@ -8,12 +8,19 @@ Tools are offered natively (``tools`` with ``tool_choice: "required"``). Servers
 ``required`` are asked with ``"auto"``; servers that reject tools altogether get the tool
 schemas and the expected JSON format in the system message instead, and the reply text is
 left for the harness to parse. Each downgrade is remembered for the model's lifetime.
+
+``timeout_s`` bounds each request as a whole (connect, send, and every byte of the reply), so a
+server that trickles its reply cannot stall a run; a reply body over 64 MiB is refused, and
+reply text (with tool-call arguments) over 100,000 characters is cut to that before it is
+stored. A malformed reply, ``tool_calls`` field or token count becomes that completion's error
+or a malformed action, never an exception.
 """
 
 from __future__ import annotations
 
 import email.utils
 import json
+import math
 import os
 import random
 import re
@@ -26,11 +33,15 @@ from typing import Any, Literal
 import httpx
 
 from ratchet.core.tool import ToolCall
+from ratchet.engine.models import timed_http
 from ratchet.engine.models.base import Completion, ModelError, Prompt, Sampling
 
 ToolMode = Literal["required", "auto", "text"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+MAX_REPLY_CHARS = 100_000
+MAX_RESPONSE_BYTES = 64 << 20
+_MAX_TOKENS = 2**31
 _ERROR_TEXT_CHARS = 500
 _TOOL_CHOICE = re.compile(r"tool[_ ]choice", re.IGNORECASE)
 # Servers word "no tools here" differently: Ollama "does not support tools", llama.cpp "tools
@@ -74,7 +85,8 @@ class OpenAIModel:
             api_key_env: Environment variable holding the API key. If it is unset, no
                 ``Authorization`` header is sent (fine for local servers).
             max_concurrency: Most requests in flight at once, across all callers.
-            timeout_s: Seconds to wait for a connection and for each read before retrying.
+            timeout_s: Seconds one request may take in all (connecting, sending, receiving
+                the whole reply) before it is abandoned and retried.
             max_retries: Retries after the first attempt on 429, 5xx, timeouts and connection
                 errors; other 4xx responses are not retried.
             backoff_base_s: First retry delay; it doubles on each retry, with jitter.
@@ -116,12 +128,7 @@ class OpenAIModel:
         self._mode_lock = threading.Lock()
         self._reached = False
         self._unreachable: str | None = None
-        self._client = httpx.Client(
-            timeout=httpx.Timeout(timeout_s),
-            limits=httpx.Limits(
-                max_connections=max_concurrency, max_keepalive_connections=max_concurrency
-            ),
-        )
+        self._client = timed_http.client(self.base_url, timeout_s, max_concurrency)
 
     def complete(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
         """Send one chat completion request per prompt, concurrently, and return them in order.
@@ -164,12 +171,10 @@ class OpenAIModel:
             retry_after_s: float | None = None
             attempts += 1
             try:
-                with self._slots:
-                    response = self._client.post(
-                        self._url,
-                        json=self._body(prompt, sampling, seed, mode),
-                        headers=self._headers(),
-                    )
+                with self._slots, timed_http.deadline(self.timeout_s):
+                    response = self._post(self._body(prompt, sampling, seed, mode))
+            except _TooLarge as exc:
+                return self._failed(str(exc), start, attempts, waited_s)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 failure = f"cannot connect to {self._url}: {exc}"
             except httpx.TimeoutException:
@@ -211,6 +216,21 @@ class OpenAIModel:
             delay_s = self._delay_s(attempts, retry_after_s)
             time.sleep(delay_s)
             waited_s += delay_s
+
+    def _post(self, body: dict[str, Any]) -> httpx.Response:
+        """POST ``body`` and read the reply, refusing bodies over the size cap."""
+        with self._client.stream("POST", self._url, json=body, headers=self._headers()) as reply:
+            received = bytearray()
+            for chunk in reply.iter_bytes():
+                received += chunk
+                if len(received) > MAX_RESPONSE_BYTES:
+                    raise _TooLarge(
+                        f"the reply from {self._url} is over {MAX_RESPONSE_BYTES >> 20} MiB"
+                    )
+        # The bytes are decoded already; a kept Content-Encoding would decode them twice.
+        headers = reply.headers.copy()
+        headers.pop("content-encoding", None)
+        return httpx.Response(reply.status_code, headers=headers, content=bytes(received))
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
@@ -279,9 +299,11 @@ class OpenAIModel:
             message = choice["message"]
             content = message.get("content") or ""
             usage = data.get("usage") or {}
-            prompt_tokens = int(usage.get("prompt_tokens") or 0)
-            completion_tokens = int(usage.get("completion_tokens") or 0)
-            raw_calls = message.get("tool_calls") or []
+            prompt_tokens = _token_count(usage.get("prompt_tokens"), "prompt_tokens")
+            completion_tokens = _token_count(usage.get("completion_tokens"), "completion_tokens")
+            finish_reason = choice.get("finish_reason")
+            text = content if isinstance(content, str) else json.dumps(content)
+            calls, raw_text = parse_tool_calls(message.get("tool_calls") or [])
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             return self._failed(
                 f"malformed response from {self._url} ({type(exc).__name__}: {exc}): "
@@ -290,10 +312,9 @@ class OpenAIModel:
                 attempts,
                 waited_s,
             )
-        text = content if isinstance(content, str) else json.dumps(content)
-        calls, raw_text = parse_tool_calls(raw_calls)
         if raw_text:
             text = f"{text}\n{raw_text}" if text else raw_text
+        text, calls, truncated = _capped(text, calls)
         return Completion(
             text,
             tool_calls=calls,
@@ -301,10 +322,11 @@ class OpenAIModel:
             completion_tokens=completion_tokens,
             latency_s=time.perf_counter() - start,
             metadata={
-                "finish_reason": choice.get("finish_reason"),
+                "finish_reason": finish_reason if isinstance(finish_reason, str) else None,
                 "tool_mode": mode,
                 "attempts": attempts,
                 "retry_wait_s": waited_s,
+                **({"truncated": True} if truncated else {}),
             },
         )
 
@@ -317,17 +339,20 @@ class OpenAIModel:
         )
 
 
-def parse_tool_calls(raw_calls: Sequence[Any]) -> tuple[tuple[ToolCall, ...], str]:
+def parse_tool_calls(raw_calls: Any) -> tuple[tuple[ToolCall, ...], str]:
     """Turn OpenAI ``tool_calls`` into ToolCalls.
 
     Args:
-        raw_calls: The ``tool_calls`` list of an assistant message.
+        raw_calls: The ``tool_calls`` field of an assistant message (a list, unless the
+            server is broken).
 
     Returns:
         ``(calls, "")`` when every call decodes; otherwise ``((), raw)`` where ``raw`` shows
         each call as ``{"name": ..., "arguments": <raw arguments>}`` so the harness reports
         it as a malformed action.
     """
+    if not isinstance(raw_calls, list):
+        return (), json.dumps(raw_calls)
     calls: list[ToolCall] = []
     shown: list[str] = []
     malformed = False
@@ -486,3 +511,32 @@ def _retry_after_s(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+class _TooLarge(Exception):
+    """A reply body over :data:`MAX_RESPONSE_BYTES`."""
+
+
+def _token_count(value: Any, name: str) -> int:
+    """Read a usage count; ``None`` is 0, anything but a plausible count is malformed."""
+    if value is None:
+        return 0
+    plausible = isinstance(value, int | float) and not isinstance(value, bool)
+    if not plausible or not math.isfinite(value) or value != int(value):
+        raise ValueError(f"usage.{name} is not a token count: {json.dumps(value)[:40]}")
+    if not 0 <= value < _MAX_TOKENS:
+        raise ValueError(f"usage.{name} is out of range: {value:g}")
+    return int(value)
+
+
+def _capped(text: str, calls: tuple[ToolCall, ...]) -> tuple[str, tuple[ToolCall, ...], bool]:
+    """Cut a reply over :data:`MAX_REPLY_CHARS` (text plus tool-call arguments) to the cap.
+
+    Tool calls of a cut reply are shown as text, so the harness reports a malformed action.
+    """
+    shown = [json.dumps({"name": c.name, "arguments": c.arguments}) for c in calls]
+    if len(text) + sum(map(len, shown)) <= MAX_REPLY_CHARS:
+        return text, calls, False
+    whole = "\n".join(part for part in [text, *shown] if part)
+    cut = f"{whole[:MAX_REPLY_CHARS]}\n[reply truncated at {MAX_REPLY_CHARS} characters]"
+    return cut, (), True

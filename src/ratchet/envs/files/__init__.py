@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,13 +24,38 @@ from ratchet.core.task import Task, TaskSpec
 from ratchet.core.tool import Tool, ToolError
 from ratchet.core.trajectory import Trajectory
 from ratchet.core.verdict import Verdict
+from ratchet.envs.files.answer import answer_problems
 from ratchet.envs.files.tasks import sample, solve
 from ratchet.envs.files.world import generate
 from ratchet.sandbox import Limits, Sandbox
+from ratchet.sandbox.workspace import (
+    WorkspacePathError,
+    clean_path,
+    entry,
+    read_bytes,
+    remove,
+    rename,
+    walk,
+    write_bytes,
+)
 
-RUN_LIMITS = Limits(cpu_s=2, memory_mb=512, processes=32, timeout_s=5.0, output_bytes=16_384)
+# 32 processes of 512 MB each would be 16 GB; the total cap keeps a pipeline of memory hogs
+# from taking the host's memory.
+RUN_LIMITS = Limits(
+    cpu_s=2,
+    memory_mb=512,
+    processes=32,
+    timeout_s=5.0,
+    output_bytes=16_384,
+    total_memory_mb=768,
+)
 _MAX_READ_CHARS = 20_000
 _MAX_MATCHES = 100
+_MAX_LISTED = 500
+# What host-side tools and the verifier read from a workspace the agent controls is bounded:
+# per file, and in total for one search or one snapshot.
+_MAX_FILE_BYTES = 1 << 20
+_MAX_TOTAL_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -47,31 +73,31 @@ class FilesWorld:
         """The workspace directory."""
         return self.sandbox.root
 
-    def resolve(self, path: str) -> Path:
-        """Map a workspace-relative path to a host path, refusing anything outside.
+    def snapshot(self) -> dict[str, bytes | None]:
+        """Return every regular file in the workspace (relative path to bytes).
 
-        Raises:
-            ToolError: For absolute paths, ``..`` components, or links leading outside.
+        Links are left out. A file over 1 MiB, or beyond 32 MiB read in all, maps to ``None``:
+        it was not read and matches no expected content.
         """
-        cleaned = path.strip()
-        if cleaned.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", cleaned):
-            raise ToolError(f"{path!r}: use a path relative to the workspace, e.g. 'logs/x.log'")
-        if ".." in Path(cleaned).parts:
-            raise ToolError(f"{path!r}: '..' is not allowed; paths stay inside the workspace")
-        real = Path(os.path.realpath(self.root / cleaned))
-        if real != self.root and self.root not in real.parents:
-            raise ToolError(f"{path!r} leads outside the workspace")
-        return real
-
-    def snapshot(self) -> dict[str, bytes]:
-        """Return every regular file in the workspace (relative path to bytes)."""
-        files = {}
-        for directory, _, names in os.walk(self.root):
-            for name in names:
-                full = Path(directory) / name
-                if full.is_file() and not full.is_symlink():
-                    files[full.relative_to(self.root).as_posix()] = full.read_bytes()
+        files: dict[str, bytes | None] = {}
+        budget = _MAX_TOTAL_BYTES
+        for path, info in walk(self.root):
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            if info.st_size > min(_MAX_FILE_BYTES, budget):
+                files[path] = None
+                continue
+            data = read_bytes(self.root, path, _MAX_FILE_BYTES + 1)
+            budget -= len(data)
+            files[path] = data if len(data) <= _MAX_FILE_BYTES else None
         return files
+
+
+def _clean(path: str) -> str:
+    try:
+        return clean_path(path)
+    except WorkspacePathError as exc:
+        raise ToolError(str(exc)) from None
 
 
 def _build(task: Task) -> FilesWorld:
@@ -79,9 +105,7 @@ def _build(task: Task) -> FilesWorld:
     try:
         spec = task.params["world"]
         for path, content in generate(spec["seed"], spec["size"]).files.items():
-            target = world.root / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content)
+            write_bytes(world.root, path, content.encode())
     except BaseException:
         world.sandbox.close()
         raise
@@ -95,16 +119,15 @@ def _tools(world: FilesWorld) -> list[Callable[..., str]]:
         Args:
             path: Folder relative to the workspace ('.' for all of it).
         """
-        folder = world.resolve(path)
-        if not folder.is_dir():
-            raise ToolError(f"{path!r} is not a folder")
         lines = []
-        for directory, dirs, names in os.walk(folder):
-            dirs.sort()
-            for name in sorted(names):
-                full = Path(directory) / name
-                size = full.stat().st_size if full.exists() else 0
-                lines.append(f"{full.relative_to(world.root).as_posix()} ({size} bytes)")
+        for name, info in _walk(world, path):
+            if stat.S_ISREG(info.st_mode):
+                lines.append(f"{name} ({info.st_size} bytes)")
+            else:
+                lines.append(f"{name} ({'link' if stat.S_ISLNK(info.st_mode) else 'special'})")
+            if len(lines) == _MAX_LISTED:
+                lines.append(f"[listing stopped at {_MAX_LISTED} entries]")
+                break
         return "\n".join(lines) if lines else "(no files)"
 
     def read_file(path: str) -> str:
@@ -113,10 +136,8 @@ def _tools(world: FilesWorld) -> list[Callable[..., str]]:
         Args:
             path: File path relative to the workspace.
         """
-        target = world.resolve(path)
-        if not target.is_file():
-            raise ToolError(f"no such file: {path!r}")
-        text = target.read_bytes().decode("utf-8", "replace")
+        data = _read(world, path, 4 * _MAX_READ_CHARS)
+        text = data.decode("utf-8", "replace")
         if len(text) > _MAX_READ_CHARS:
             return text[:_MAX_READ_CHARS] + f"\n[truncated at {_MAX_READ_CHARS} characters]"
         return text
@@ -128,12 +149,12 @@ def _tools(world: FilesWorld) -> list[Callable[..., str]]:
             path: File path relative to the workspace.
             content: The full new content of the file.
         """
-        target = world.resolve(path)
-        if target.is_dir():
-            raise ToolError(f"{path!r} is a folder")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
-        return f"wrote {len(content)} characters to {target.relative_to(world.root).as_posix()}"
+        target = _clean(path)
+        try:
+            write_bytes(world.root, target, content.encode())
+        except (WorkspacePathError, OSError) as exc:
+            raise ToolError(_reason(exc, path)) from None
+        return f"wrote {len(content)} characters to {target}"
 
     def move_file(source: str, destination: str) -> str:
         """Move or rename a file; a destination ending in '/' or naming a folder keeps the name.
@@ -142,18 +163,20 @@ def _tools(world: FilesWorld) -> list[Callable[..., str]]:
             source: Existing file path relative to the workspace.
             destination: New path, or a folder to move the file into.
         """
-        origin = world.resolve(source)
-        if not origin.is_file():
+        origin = _clean(source)
+        found = _entry(world, origin)
+        if found is None or not stat.S_ISREG(found.st_mode):
             raise ToolError(f"no such file: {source!r}")
-        target = world.resolve(destination)
-        if destination.endswith("/") or target.is_dir():
-            target = target / origin.name
-        if target.exists():
-            raise ToolError(f"{destination!r} already exists; delete it first")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        origin.rename(target)
-        moved = target.relative_to(world.root).as_posix()
-        return f"moved {origin.relative_to(world.root).as_posix()} to {moved}"
+        target = _clean(destination)
+        folder = _entry(world, target)
+        if destination.rstrip().endswith("/") or (folder and stat.S_ISDIR(folder.st_mode)):
+            name = origin.rsplit("/", 1)[-1]
+            target = name if target == "." else f"{target}/{name}"
+        try:
+            rename(world.root, origin, target)
+        except (WorkspacePathError, OSError) as exc:
+            raise ToolError(_reason(exc, destination)) from None
+        return f"moved {origin} to {target}"
 
     def delete_file(path: str) -> str:
         """Delete a file.
@@ -161,11 +184,15 @@ def _tools(world: FilesWorld) -> list[Callable[..., str]]:
         Args:
             path: File path relative to the workspace.
         """
-        target = world.resolve(path)
-        if not target.is_file():
+        target = _clean(path)
+        found = _entry(world, target)
+        if found is None or stat.S_ISDIR(found.st_mode):
             raise ToolError(f"no such file: {path!r} (folders cannot be deleted)")
-        target.unlink()
-        return f"deleted {target.relative_to(world.root).as_posix()}"
+        try:
+            remove(world.root, target)
+        except (WorkspacePathError, OSError) as exc:
+            raise ToolError(_reason(exc, path)) from None
+        return f"deleted {target}"
 
     def search(pattern: str, path: str = ".") -> str:
         """Find lines matching a regular expression in the files under a folder (like grep -rn).
@@ -178,15 +205,22 @@ def _tools(world: FilesWorld) -> list[Callable[..., str]]:
             regex = re.compile(pattern)
         except re.error as exc:
             raise ToolError(f"bad regular expression {pattern!r}: {exc}") from None
-        base = world.resolve(path)
-        found = sorted(p for p in ([base] if base.is_file() else base.rglob("*")) if p.is_file())
-        matches = []
-        for file in found:
-            rel = file.relative_to(world.root).as_posix()
-            text = file.read_bytes().decode("utf-8", "replace")
-            for number, line in enumerate(text.splitlines(), 1):
+        base = _clean(path)
+        found = _entry(world, base)
+        if found is not None and stat.S_ISREG(found.st_mode):
+            files = [base]
+        else:
+            files = [name for name, info in _walk(world, base) if stat.S_ISREG(info.st_mode)]
+        matches: list[str] = []
+        budget = _MAX_TOTAL_BYTES
+        for name in files:
+            if budget <= 0:
+                break
+            data = _read(world, name, min(_MAX_FILE_BYTES, budget))
+            budget -= len(data)
+            for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
                 if regex.search(line):
-                    matches.append(f"{rel}:{number}: {line}")
+                    matches.append(f"{name}:{number}: {line}")
         if len(matches) > _MAX_MATCHES:
             return "\n".join([*matches[:_MAX_MATCHES], f"[{len(matches)} matches, first shown]"])
         return "\n".join(matches) if matches else "no matches"
@@ -205,16 +239,44 @@ def _tools(world: FilesWorld) -> list[Callable[..., str]]:
     return [list_files, read_file, write_file, move_file, delete_file, search, run]
 
 
+def _entry(world: FilesWorld, path: str) -> os.stat_result | None:
+    try:
+        return entry(world.root, path)
+    except (WorkspacePathError, OSError) as exc:
+        raise ToolError(_reason(exc, path)) from None
+
+
+def _walk(world: FilesWorld, path: str) -> list[tuple[str, os.stat_result]]:
+    try:
+        return list(walk(world.root, _clean(path)))
+    except FileNotFoundError:
+        raise ToolError(f"no such folder: {path!r}") from None
+    except (WorkspacePathError, OSError) as exc:
+        raise ToolError(_reason(exc, path)) from None
+
+
+def _read(world: FilesWorld, path: str, limit: int) -> bytes:
+    try:
+        return read_bytes(world.root, _clean(path), limit)
+    except FileNotFoundError:
+        raise ToolError(f"no such file: {path!r}") from None
+    except (WorkspacePathError, OSError) as exc:
+        raise ToolError(_reason(exc, path)) from None
+
+
+def _reason(exc: Exception, path: str) -> str:
+    if isinstance(exc, WorkspacePathError):
+        return str(exc)
+    if isinstance(exc, FileNotFoundError):
+        return f"no such file: {path!r}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{path!r}: {exc.strerror.lower()}"
+    return f"{path!r}: {exc}"
+
+
 def _check(task: Task, world: FilesWorld, answer: str | None) -> Verdict:
     params = task.params
-    problems = _state_problems(task, world)
-    if params["answer"]:
-        if answer is None:
-            problems.append("no final answer was given")
-        else:
-            missing = [fact for fact in params["answer"] if not _states(answer, fact)]
-            if missing:
-                problems.append(f"the final answer does not state {', '.join(missing)}")
+    problems = _state_problems(task, world) + answer_problems(answer, params["answer"])
     total = len(params["expect"]) + len(params["absent"]) + len(params["answer"])
     return Verdict.of(
         not problems,
@@ -229,9 +291,10 @@ def _state_problems(task: Task, world: FilesWorld) -> list[str]:
     files = world.snapshot()
     problems = []
     for path, want in params["expect"].items():
+        data = files.get(path)
         if path not in files:
             problems.append(f"{path} is missing")
-        elif not _matches(files[path], want):
+        elif data is None or not _matches(data, want):
             problems.append(f"{path} does not have the expected content")
     problems += [f"{path} should be gone" for path in params["absent"] if path in files]
     if params["keep"]:
@@ -255,11 +318,6 @@ def _matches(data: bytes, want: dict[str, Any]) -> bool:
 
 def _normalise(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
-
-
-def _states(answer: str, fact: str) -> bool:
-    pattern = rf"(?<![\w./-]){re.escape(fact)}(?![\w/-])"
-    return re.search(pattern, answer, flags=re.IGNORECASE) is not None
 
 
 def _relabel(trajectory: Trajectory) -> TaskSpec | None:
@@ -287,22 +345,25 @@ def _relabel(trajectory: Trajectory) -> TaskSpec | None:
 
 
 def _describe_changes(
-    task: Task, before: dict[str, bytes], after: dict[str, bytes]
+    task: Task, before: dict[str, bytes | None], after: dict[str, bytes | None]
 ) -> TaskSpec | None:
     removed = sorted(p for p in before if p not in after)
     changed = sorted(p for p in after if before.get(p) != after[p])
     moves, deletes, writes = [], [], []
+    expect: dict[str, Any] = {}
     for path in removed:
-        dest = next((p for p in changed if p not in before and after[p] == before[path]), None)
-        if dest is not None:
-            changed.remove(dest)
-            moves.append([path, dest])
-        else:
+        content = before[path]
+        dest = next((p for p in changed if p not in before and after[p] == content), None)
+        if dest is None or content is None:
             deletes.append(path)
-    expect: dict[str, Any] = {dest: {"text": before[src].decode()} for src, dest in moves}
+            continue
+        changed.remove(dest)
+        moves.append([path, dest])
+        expect[dest] = {"text": content.decode()}
     for path in changed:
+        data = after[path]
         try:
-            text = after[path].decode()
+            text = data.decode() if data is not None else ""
         except UnicodeDecodeError:
             continue
         if 0 < len(text) <= 1500 and text.strip():
@@ -341,6 +402,7 @@ env: SimpleEnv[FilesWorld] = SimpleEnv(
     verify=_check,
     oracle=solve,
     max_difficulty=5,
+    version="2",
     teardown=_teardown,
     describe=_relabel,
 )

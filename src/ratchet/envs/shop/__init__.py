@@ -45,6 +45,7 @@ env: SimpleEnv[World] = SimpleEnv(
     oracle=_solve,
     policy=POLICY,
     max_difficulty=5,
+    version="2",
     teardown=World.close,
     describe=relabel,
 )
