@@ -11,8 +11,8 @@ import time
 from collections import defaultdict
 from typing import Any
 
+import ratchet.report.charts as charts
 from ratchet.core.stats import paired_differences, permutation_p_value
-from ratchet.report import charts
 from ratchet.report.data import (
     Attribution,
     Breakdown,
