@@ -247,3 +247,10 @@ def test_a_candidate_keeps_the_incumbents_adapter_by_a_relative_path(tmp_path):
     assert (child.parent, child.lever) == ("v1", "exemplars")
     assert child.adapter == "../v1/adapter"
     assert seen["v4"].resolve() == (tmp_path / "agents" / child.parent / "adapter").resolve()
+
+
+def test_a_probe_too_small_to_ever_accept_is_refused_up_front(tmp_path):
+    tiny = replace(CONFIG, probe_tasks=3)
+    with pytest.raises(ValueError, match=r"3 probe tasks the gate can never accept.*at least 6"):
+        improve(tiny, env, tmp_path, lambda a, d: learning_model(), log=quiet)
+    assert not (tmp_path / "ratchet.db").exists()
