@@ -184,10 +184,10 @@ def simulate(
     """Estimate how often a run accepts at least one candidate, by simulation.
 
     Each trial is a run of ``rounds`` rounds; each round draws a fresh probe (every task its
-    own success rate, uniform in ``base``, capped so the gain fits), plays the incumbent and ``levers``
-    candidates on it, and lets the gate decide. With ``gain=0`` the candidates are exactly as
-    good as the incumbent, so the result is the gate's false-accept rate per run; with
-    ``gain > 0`` one candidate is that much better on every task, so it is the gate's power.
+    own success rate, uniform in ``base``, capped so the gain fits), plays the incumbent and
+    ``levers`` candidates on it, and lets the gate decide. With ``gain=0`` the candidates are
+    exactly as good as the incumbent, so the result is the gate's false-accept rate per run;
+    with ``gain > 0`` one candidate is that much better on every task: the gate's power.
     """
     rng = random.Random(seed)
     alpha = round_alpha(config, rounds)
