@@ -107,9 +107,7 @@ def record(row: Row, summary: dict[str, Any], directory: Path) -> dict[str, Any]
     base, final = summary["base"], summary["final"]
     gain = final["pass@1"] - base["pass@1"]
     headroom = 1 - base["pass@1"]
-    accepted = [
-        c["lever"] for r in summary["rounds"] for c in r["candidates"] if c.get("accepted")
-    ]
+    accepted = [c["lever"] for r in summary["rounds"] for c in r["candidates"] if c.get("accepted")]
     curve = [
         {"round": r["round"], "version": r["incumbent"], "minutes": None, "test": None}
         for r in summary["rounds"]
@@ -186,7 +184,9 @@ def _curves(records: list[dict[str, Any]]) -> Path:
         points += [(p["minutes"], p["test"]) for p in r["curve"] if p["test"] is not None]
         xs, ys = zip(*points, strict=True)
         style = "--" if r["privileged"] else "-"
-        axes.plot(xs, ys, style, marker="o", label=r["env"] + (" + demos" if r["privileged"] else ""))
+        axes.plot(
+            xs, ys, style, marker="o", label=r["env"] + (" + demos" if r["privileged"] else "")
+        )
     axes.set_xlabel("minutes of improvement (2 CPU cores)")
     axes.set_ylabel("test pass@1")
     axes.set_ylim(0, 1)

@@ -64,10 +64,14 @@ def main() -> None:
     for key in ("base", "final"):
         values = [r[key] for r in rows]
         result[key] = {"mean": statistics.mean(values), "min": min(values), "max": max(values)}
-        print(f"{key}: mean {result[key]['mean']:.3f} (min {min(values):.3f}, max {max(values):.3f})")
+        print(
+            f"{key}: mean {result[key]['mean']:.3f} (min {min(values):.3f}, max {max(values):.3f})"
+        )
     gains = [r["final"] - r["base"] for r in rows]
     result["gain"] = {"mean": statistics.mean(gains), "min": min(gains), "max": max(gains)}
-    print(f"gain: mean {statistics.mean(gains):+.3f} (min {min(gains):+.3f}, max {max(gains):+.3f})")
+    print(
+        f"gain: mean {statistics.mean(gains):+.3f} (min {min(gains):+.3f}, max {max(gains):+.3f})"
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "seeds.json").write_text(json.dumps(result, indent=2) + "\n")
 

@@ -15,9 +15,9 @@ import json
 import time
 
 from ratchet.core.agent import Agent
-from ratchet.envs.calc import env
 from ratchet.engine.models.fake import FakeModel
 from ratchet.engine.rollout import RolloutConfig, rollout
+from ratchet.envs.calc import env
 
 
 def harness_rate(model, tasks, turns: int, batch: int) -> tuple[float, list]:
