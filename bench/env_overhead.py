@@ -16,8 +16,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from ratchet.env import Env
-from ratchet.registry import EnvLoadError, env_names, make_env
+from ratchet.core.env import Env
+from ratchet.envs.registry import EnvLoadError, env_names, make_env
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ import argparse
 import json
 import time
 
-from ratchet.agent import Agent
+from ratchet.core.agent import Agent
+from ratchet.engine.models.fake import FakeModel
+from ratchet.engine.rollout import RolloutConfig, rollout
 from ratchet.envs.calc import env
-from ratchet.models.fake import FakeModel
-from ratchet.rollout import RolloutConfig, rollout
 
 
 def harness_rate(model, tasks, turns: int, batch: int) -> tuple[float, list]:
@@ -31,9 +31,9 @@ def harness_rate(model, tasks, turns: int, batch: int) -> tuple[float, list]:
 
     model.complete = recording
     agent = Agent(model="local", max_turns=turns)
-    config = RolloutConfig(concurrency=batch, max_reply_tokens=48, seed=1)
+    config = RolloutConfig(concurrency=batch, max_reply_tokens=48)
     started = time.perf_counter()
-    played = rollout(env, tasks, agent, model, config)
+    played = rollout(env, tasks, agent, model, config, seed=1)
     elapsed = time.perf_counter() - started
     model.complete = complete
     return sum(t.completion_tokens for t in played) / elapsed, sent
@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--turns", type=int, default=3)
     args = parser.parse_args()
-    from ratchet.models.local import LocalModel
+    from ratchet.engine.models.local import LocalModel
 
     model = LocalModel(max_batch_size=args.batch)
     tasks = env.tasks("test", args.batch, difficulty=2)

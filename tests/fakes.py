@@ -6,8 +6,8 @@ import json
 import random
 import re
 
-from ratchet.models.base import Prompt
-from ratchet.models.fake import FakeModel
+from ratchet.engine.models.base import Prompt
+from ratchet.engine.models.fake import FakeModel
 
 _STORY = {
     r"gets (\d+) more": "+",
@@ -47,5 +47,20 @@ def learning_model(skilled: float = 0.9, unskilled: float = 0.1, seed: int = 0) 
         chance = skilled if len(tasks) > 1 else unskilled
         answer = solve_calc(tasks[-1]) if rng.random() < chance else -12345
         return json.dumps({"name": "finish", "arguments": {"answer": str(answer)}})
+
+    return FakeModel(reply=reply, seed=seed)
+
+
+def exploring_model(seed: int = 0) -> FakeModel:
+    """A calc agent that computes something off-task (start + a random number) and reports it:
+    it never solves its task, but every episode achieved a smaller one for hindsight."""
+
+    def reply(prompt: Prompt, rng: random.Random) -> str:
+        results = [m for m in prompt.messages if m["role"] == "tool"]
+        if results:
+            return json.dumps({"name": "finish", "arguments": {"answer": results[-1]["content"]}})
+        task = [m["content"] for m in prompt.messages if m["role"] == "user"][-1]
+        start = int(re.findall(r"\d+", task)[0])
+        return json.dumps({"name": "add", "arguments": {"a": start, "b": rng.randint(1, 9)}})
 
     return FakeModel(reply=reply, seed=seed)

@@ -1,32 +1,45 @@
 """Ratchet: make LLM agents better from their own verified experience.
 
-The public API is what ``__all__`` lists; everything else is internal.
+The public API is what ``__all__`` lists; everything else is internal. The package is laid
+out by concept: ``core`` (records and protocols), ``envs`` (built-in envs, registry, checks),
+``engine`` (models, the episode loop, rollouts, the store), ``improve`` (the loop, gate,
+hindsight, levers), ``report`` and ``sandbox``.
 """
 
-from ratchet.agent import Agent, Exemplar, Insight, load_agent
-from ratchet.check import CheckReport, CheckResult, check_env
-from ratchet.env import Env, Observation, Session, SimpleEnv, ToolSession
-from ratchet.gate import GateConfig, GateDecision, decide
-from ratchet.harness import Episode, Limits
-from ratchet.improve import ImproveConfig, cached_backends, improve
-from ratchet.levers import Lever, LeverContext, make_levers
-from ratchet.metrics import Metrics, summarize
-from ratchet.models import Completion, Model, ModelError, Prompt, Sampling, make_model
-from ratchet.registry import UnknownEnvError, env_names, make_env, register_env
-from ratchet.rollout import RolloutConfig, rollout
-from ratchet.store import Store
-from ratchet.task import Split, Task, TaskSpec, generate_tasks
-from ratchet.tool import Tool, ToolCall, ToolError
-from ratchet.trajectory import Step, Trajectory, play
-from ratchet.verdict import Verdict
+from ratchet.core.agent import Agent, load_agent
+from ratchet.core.env import Env, Session, SimpleEnv, ToolSession
+from ratchet.core.memory import Exemplar, Insight
+from ratchet.core.task import Split, Task, TaskSpec, generate_tasks, make_task
+from ratchet.core.tool import Tool, ToolCall, ToolError
+from ratchet.core.trajectory import Observation, Step, Trajectory
+from ratchet.core.verdict import Verdict
+from ratchet.engine.harness import Budget, replay, run_episode
+from ratchet.engine.metrics import Metrics, summarize
+from ratchet.engine.models import (
+    Completion,
+    Model,
+    ModelError,
+    Prompt,
+    Sampling,
+    cached_backends,
+    make_model,
+)
+from ratchet.engine.rollout import RolloutConfig, rollout
+from ratchet.engine.store import Store
+from ratchet.envs.check import CheckReport, CheckResult, check_env
+from ratchet.envs.registry import UnknownEnvError, env_names, make_env, register_env
+from ratchet.improve.config import ImproveConfig
+from ratchet.improve.gate import GateConfig, GateDecision, decide_round
+from ratchet.improve.levers import Lever, LeverContext, make_levers
+from ratchet.improve.loop import improve
 
 __all__ = [
     "Agent",
+    "Budget",
     "CheckReport",
     "CheckResult",
     "Completion",
     "Env",
-    "Episode",
     "Exemplar",
     "GateConfig",
     "GateDecision",
@@ -34,7 +47,6 @@ __all__ = [
     "Insight",
     "Lever",
     "LeverContext",
-    "Limits",
     "Metrics",
     "Model",
     "ModelError",
@@ -58,7 +70,7 @@ __all__ = [
     "Verdict",
     "cached_backends",
     "check_env",
-    "decide",
+    "decide_round",
     "env_names",
     "generate_tasks",
     "improve",
@@ -66,8 +78,10 @@ __all__ = [
     "make_env",
     "make_levers",
     "make_model",
-    "play",
+    "make_task",
     "register_env",
+    "replay",
     "rollout",
+    "run_episode",
     "summarize",
 ]

@@ -1,8 +1,8 @@
 import pytest
 
+from ratchet.core.tool import ToolCall
+from ratchet.engine.harness import replay
 from ratchet.envs.calc import env
-from ratchet.tool import ToolCall
-from ratchet.trajectory import play
 
 
 def test_difficulty_is_the_number_of_operations():
@@ -35,12 +35,26 @@ def test_answer_is_checked_exactly(answer, passed):
     task = env.tasks("test", 1, difficulty=2)[0]
     value = task.params["answer"]
     submitted = answer.format(v=value, w=value + 1)
-    trajectory = play(env, task, [ToolCall("finish", {"answer": submitted})])
+    trajectory = replay(env, task, [ToolCall("finish", {"answer": submitted})])
     assert trajectory.passed is passed
 
 
 def test_non_numeric_answer_explains_itself():
     task = env.tasks("test", 1)[0]
-    trajectory = play(env, task, [ToolCall("finish", {"answer": "I solved it"})])
+    trajectory = replay(env, task, [ToolCall("finish", {"answer": "I solved it"})])
     assert trajectory.verdict is not None
     assert "is not a number" in trajectory.verdict.feedback
+
+
+@pytest.mark.parametrize("answer", ["nan", "NaN", "inf", "-inf", "Infinity", "1e309", "-nan"])
+def test_non_finite_answers_never_pass(answer):
+    for task in env.tasks("test", 10, seed=3):
+        trajectory = replay(env, task, [ToolCall("finish", {"answer": answer})])
+        assert not trajectory.passed, (answer, task.id)
+        assert "finite" in trajectory.verdict.feedback
+
+
+def test_negative_zero_is_zero():
+    drawn = (t for seed in range(50) for t in env.tasks("train", 200, seed=seed))
+    task = next(t for t in drawn if t.params["answer"] == 0)
+    assert replay(env, task, [ToolCall("finish", {"answer": "-0"})]).passed

@@ -1,15 +1,15 @@
 import random
 
+from ratchet.core.task import Task, make_task
+from ratchet.core.tool import ToolCall
+from ratchet.engine.harness import replay
 from ratchet.envs.calc import env, relabel
-from ratchet.task import Task
-from ratchet.tool import ToolCall
-from ratchet.trajectory import play
 
 TASK = Task("calc-t", "calc", "Compute 1 + 1.", "train", "expression", 1, 0, {"answer": 2})
 
 
 def run(calls: list[ToolCall]):
-    return play(env, TASK, calls)
+    return replay(env, TASK, calls)
 
 
 def op(name: str, a: float, b: float) -> ToolCall:
@@ -22,13 +22,14 @@ def finish(answer: object) -> ToolCall:
 
 def test_oracle_trajectories_relabel_to_their_own_expression():
     for task in env.tasks("test", 40):
-        described = env.describe(play(env, task, env.oracle(task)))
-        assert described is not None
-        assert described.params == task.params
-        assert described.family in ("expression", "word")
-        assert described.difficulty == task.difficulty
-        assert described.split == "train"
-        assert play(env, described, env.oracle(described)).passed
+        spec = env.describe(replay(env, task, env.oracle(task)))
+        assert spec is not None
+        assert spec.params == task.params
+        assert spec.family in ("expression", "word")
+        assert spec.difficulty == task.difficulty
+        described = make_task("calc", spec, difficulty=1)
+        assert described.problem == task.problem and described.split == task.split
+        assert replay(env, described, env.oracle(described)).passed
 
 
 def test_the_chain_and_its_text():
@@ -107,11 +108,11 @@ def test_random_explorations_relabel_to_tasks_the_verifier_passes():
     tasks = env.tasks("train", 150)
     for task in tasks:
         calls = random_policy(task, rng)
-        described = env.describe(play(env, task, calls))
+        described = env.describe(replay(env, task, calls))
         if described is None:
             continue
         relabelled += 1
-        assert play(env, described, calls).passed
-        assert play(env, described, env.oracle(described)).passed
+        assert replay(env, described, calls).passed
+        assert replay(env, described, env.oracle(described)).passed
         assert 1 <= described.difficulty <= env.max_difficulty
     assert 0 < relabelled < len(tasks)

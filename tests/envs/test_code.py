@@ -1,13 +1,15 @@
 import functools
+import json
+import random
 
 import pytest
 
-from ratchet.check import check_env
-from ratchet.envs.code import env, level_of
+from ratchet.core.tool import ToolCall
+from ratchet.engine.harness import replay
+from ratchet.envs.check import check_env
+from ratchet.envs.code import canon, env, expected, family_cases, hidden_cases, level_of
 from ratchet.envs.code.families import BY_NAME, FAMILIES
 from ratchet.sandbox import landlock_abi
-from ratchet.tool import ToolCall
-from ratchet.trajectory import play
 
 pytestmark = pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")
 
@@ -60,13 +62,13 @@ def test_levels_add_one_kind_at_a_time():
 def test_every_family_reference_passes_its_hidden_tests():
     for family in FAMILIES:
         task = _task(family.name)
-        assert play(env, task, env.oracle(task)).passed, family.name
+        assert replay(env, task, env.oracle(task)).passed, family.name
 
 
 def test_a_wrong_solution_scores_partially_and_fails():
     task = _task("rotate")
     fn = task.params["fn"]
-    trajectory = play(env, task, [_write(f"def {fn}(items):\n    return items\n"), FINISH])
+    trajectory = replay(env, task, [_write(f"def {fn}(items):\n    return items\n"), FINISH])
     assert not trajectory.passed
     assert trajectory.score < 1.0
     assert "hidden tests passed" in trajectory.verdict.feedback
@@ -122,7 +124,7 @@ def test_forged_result_lines_and_the_reference_module_do_not_help():
         "from ratchet.envs.code import families\n"
         f"def {fn}(n):\n    return 0\n"
     )
-    assert play(env, task, [_write(forged), FINISH]).score == 0.0
+    assert replay(env, task, [_write(forged), FINISH]).score == 0.0
 
 
 def test_syntax_errors_are_reported_when_writing():
@@ -138,7 +140,7 @@ def test_syntax_errors_are_reported_when_writing():
 
 def test_describe_names_the_family_of_the_written_function():
     task = _task("chunk")
-    described = env.describe(play(env, task, env.oracle(task)))
+    described = env.describe(replay(env, task, env.oracle(task)))
     assert described is not None
     assert described.params["family"] == "chunk"
     assert described.params["params"] == task.params["params"]
@@ -148,14 +150,14 @@ def test_describe_relabels_an_exploration_that_solved_another_task():
     task = _task("rotate")
     other = BY_NAME["top_k"]
     code = other.reference("top_k", {"k": 2, "small": False})
-    trajectory = play(env, task, [_write(code), FINISH])
+    trajectory = replay(env, task, [_write(code), FINISH])
     assert not trajectory.passed
     described = env.describe(trajectory)
     assert described is not None
     assert described.params["family"] == "top_k"
     assert described.params["params"] == {"k": 2, "small": False}
     assert described.difficulty == 2
-    assert play(env, described, [_write(code), FINISH]).passed
+    assert replay(env, described, [_write(code), FINISH]).passed
 
 
 def test_a_failed_episode_is_relabelled_by_the_prefix_that_wrote_a_working_function():
@@ -164,25 +166,25 @@ def test_a_failed_episode_is_relabelled_by_the_prefix_that_wrote_a_working_funct
     wrong = f"def {fn}(text):\n    return text.upper()\n"
     other = f"def {fn}(text):\n    return text.replace('a', 'b')\n"
     calls = [_write(other), ToolCall("run_tests", {}), _write(wrong)]
-    failed = play(env, task, calls)
+    failed = replay(env, task, calls)
     assert not failed.passed
     view = [*calls[:2], ToolCall("finish", {"answer": failed.steps[1].observation.text})]
-    described = env.describe(play(env, task, view))
+    described = env.describe(replay(env, task, view))
     assert described is not None and described.family == "string"
     assert described.params["params"] == {"old": "a", "new": "b"}
-    assert play(env, described, view).passed
-    assert env.describe(play(env, task, [*calls, FINISH])) is None  # upper() is no family
+    assert replay(env, described, view).passed
+    assert env.describe(replay(env, task, [*calls, FINISH])) is None  # upper() is no family
 
 
 def test_describe_names_nothing_without_a_working_function():
     task = _task()
-    assert env.describe(play(env, task, [FINISH])) is None
-    trajectory = play(env, task, [_write("def unrelated():\n    return 1\n"), FINISH])
+    assert env.describe(replay(env, task, [FINISH])) is None
+    trajectory = replay(env, task, [_write("def unrelated():\n    return 1\n"), FINISH])
     assert env.describe(trajectory) is None
 
 
 def test_conformance_on_a_few_tasks():
-    report = check_env(env, n=10)
+    report = check_env(env, n=10, split_draws=100)
     assert report.passed, report.results
 
 
@@ -190,3 +192,86 @@ def test_conformance_on_a_few_tasks():
 def test_conformance_on_200_tasks():
     report = check_env(env, n=200)
     assert report.passed, report.results
+
+
+def _plant_link(session, target):
+    plant = f"import os\nos.remove('solution.py')\nos.symlink({str(target)!r}, 'solution.py')\n"
+    session.step(_write(plant))
+    session.step(ToolCall("run_tests", {}))
+
+
+def test_read_and_write_solution_do_not_follow_links_planted_by_agent_code(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-VALUE")
+    session = env.session(_task())
+    try:
+        session.reset()
+        _plant_link(session, secret)
+        read = session.step(ToolCall("read_solution", {}))
+        assert "TOP-SECRET-VALUE" not in read.text
+        assert read.error and "link" in read.error
+        session.step(_write("OVERWRITTEN"))
+        assert not session.verify().passed
+    finally:
+        session.close()
+    assert secret.read_text() == "TOP-SECRET-VALUE"
+
+
+def test_a_planted_link_is_replaced_by_the_next_write(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-VALUE")
+    task = _task()
+    session = env.session(task)
+    try:
+        session.reset()
+        _plant_link(session, secret)
+        session.step(_write(BY_NAME["rotate"].reference(task.params["fn"], task.params["params"])))
+        assert session.verify().passed
+    finally:
+        session.close()
+    assert secret.read_text() == "TOP-SECRET-VALUE"
+
+
+TRIVIAL = [
+    *((f"return {value!r}", lambda *args, v=value: v) for value in
+      (False, True, 0, 1, -1, "", [], {}, None)),
+    ("return the argument", lambda *args: args[0]),
+    ("return not the argument", lambda *args: not args[0]),
+    ("return its length", lambda *args: len(args[0]) if hasattr(args[0], "__len__") else 0),
+    ("return its length is even", lambda *args: len(args[0]) % 2 == 0
+     if hasattr(args[0], "__len__") else False),
+]  # fmt: skip
+
+
+def _outputs(fn, cases):
+    results = []
+    for args in cases:
+        try:
+            results.append(canon(fn(*json.loads(json.dumps(args)))))
+        except Exception:
+            results.append(None)
+    return results
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_no_constant_or_trivial_function_passes_the_hidden_tests(family):
+    rng = random.Random(family.name)
+    for seed in range(40):
+        params = rng.choice(family.grid)
+        cases = hidden_cases(family, params, seed)
+        want = expected(family, params, cases)
+        for name, fn in TRIVIAL:
+            assert _outputs(fn, cases) != want, (family.name, params, seed, name)
+
+
+def test_return_false_no_longer_passes_a_balanced_task():
+    def constant_false_passed_before(task):
+        family = BY_NAME["balanced"]
+        old = family_cases(family, task.params["test_seed"] + 1, 12)
+        return all(v == ["bool", False] for v in expected(family, task.params["params"], old))
+
+    drawn = (t for seed in range(20) for t in env.tasks("test", 100, seed=seed))
+    task = next(t for t in drawn if t.params["family"] == "balanced" and
+                constant_false_passed_before(t))  # fmt: skip
+    code = f"def {task.params['fn']}(text):\n    return False\n"
+    assert not replay(env, task, [_write(code), FINISH]).passed

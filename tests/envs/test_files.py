@@ -1,14 +1,16 @@
 import random
+import re
 
 import pytest
 
-from ratchet.check import FORGED_CLAIM, check_env
+from ratchet.core.task import make_task
+from ratchet.core.tool import ToolCall
+from ratchet.engine.harness import replay
+from ratchet.envs.check import FORGED_CLAIM, check_env
 from ratchet.envs.files import env
 from ratchet.envs.files.tasks import FAMILIES
-from ratchet.envs.files.world import generate
+from ratchet.envs.files.world import PEOPLE, SERVICES, generate
 from ratchet.sandbox import landlock_abi
-from ratchet.tool import ToolCall
-from ratchet.trajectory import play
 
 pytestmark = pytest.mark.skipif(landlock_abi() < 1, reason="the kernel has no Landlock")
 
@@ -47,6 +49,64 @@ def test_paths_are_confined_to_the_workspace():
         session.close()
 
 
+def _session_with_links(secret):
+    session = env.session(env.tasks("test", 1)[0])
+    session.reset()
+    command = f"ln -s {secret} file-link; ln -s {secret.parent} dir-link"
+    assert session.step(ToolCall("run", {"command": command})).error is None
+    return session
+
+
+def test_search_does_not_follow_links_made_with_run(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-VALUE\n")
+    session = _session_with_links(secret)
+    try:
+        for path in (".", "file-link", "dir-link"):
+            found = session.step(ToolCall("search", {"pattern": "TOP-SECRET", "path": path}))
+            assert "TOP-SECRET-VALUE" not in found.text, path
+    finally:
+        session.close()
+
+
+def test_list_files_shows_no_size_of_outside_files(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("x" * 48611)
+    session = _session_with_links(secret)
+    try:
+        listing = session.step(ToolCall("list_files", {"path": "."})).text
+        assert "48611" not in listing
+        assert "file-link (link)" in listing and "dir-link (link)" in listing
+        assert session.step(ToolCall("list_files", {"path": "dir-link"})).error
+    finally:
+        session.close()
+
+
+def test_no_file_tool_reads_writes_or_moves_through_a_link(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-VALUE")
+    session = _session_with_links(secret)
+    calls = [
+        ToolCall("read_file", {"path": "file-link"}),
+        ToolCall("read_file", {"path": "dir-link/secret.txt"}),
+        ToolCall("write_file", {"path": "dir-link/planted.txt", "content": "x"}),
+        ToolCall("move_file", {"source": "dir-link/secret.txt", "destination": "stolen.txt"}),
+        ToolCall("move_file", {"source": "file-link", "destination": "dir-link/"}),
+        ToolCall("delete_file", {"path": "dir-link/secret.txt"}),
+    ]
+    try:
+        for call in calls:
+            observation = session.step(call)
+            assert observation.error and "TOP-SECRET-VALUE" not in observation.text, call
+        session.step(ToolCall("write_file", {"path": "file-link", "content": "mine"}))
+        found = session.step(ToolCall("search", {"pattern": "mine", "path": "."})).text
+        assert found == "file-link:1: mine"
+    finally:
+        session.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secret.txt"]
+    assert secret.read_text() == "TOP-SECRET-VALUE"
+
+
 @pytest.mark.parametrize(
     "command",
     ["cat /etc/passwd", "while :; do :; done", "python3 -c 'import socket; socket.socket()'",
@@ -73,6 +133,19 @@ def test_a_fork_bomb_through_run_leaves_the_session_going():
         session.close()
 
 
+def test_run_has_an_aggregate_memory_cap():
+    hog = "python3 -c 'import time; b = b\"x\" * (250 << 20); time.sleep(4)'"
+    hogs = f"for i in 1 2 3 4; do {hog} & done; wait"
+    session = env.session(env.tasks("test", 1)[0])
+    try:
+        session.reset()
+        observation = session.step(ToolCall("run", {"command": hogs}))
+        assert observation.error and "memory limit" in observation.error
+        assert session.step(ToolCall("run", {"command": "echo alive"})).text == "alive"
+    finally:
+        session.close()
+
+
 def test_tools_work_on_the_workspace():
     task = env.tasks("test", 1)[0]
     session = env.session(task)
@@ -93,28 +166,60 @@ def test_tools_work_on_the_workspace():
 def test_oracle_passes_and_damage_fails(family):
     task = _task(family)
     calls = env.oracle(task)
-    assert play(env, task, calls).passed
+    assert replay(env, task, calls).passed
     spare = next(p for p in generate(**task.params["world"]).files if p.startswith("config/"))
     if spare not in task.params["expect"]:
         damaged = [ToolCall("delete_file", {"path": spare}), *calls]
-        assert not play(env, task, damaged).passed
+        assert not replay(env, task, damaged).passed
 
 
 @pytest.mark.parametrize("family", ["find", "count", "extract"])
 def test_questions_need_the_file_and_the_answer(family):
     task = _task(family)
     writes = env.oracle(task)[:-1]
-    assert not play(env, task, [*writes, ToolCall("finish", {"answer": FORGED_CLAIM})]).passed
+    assert not replay(env, task, [*writes, ToolCall("finish", {"answer": FORGED_CLAIM})]).passed
     answer = env.oracle(task)[-1]
-    assert not play(env, task, [answer]).passed
+    assert not replay(env, task, [answer]).passed
+
+
+def _with_answer(task, answer):
+    return replay(env, task, [*env.oracle(task)[:-1], ToolCall("finish", {"answer": answer})])
+
+
+def _wrong_like(fact):
+    """A different value of the same kind as ``fact``."""
+    if fact in PEOPLE:
+        return next(p for p in PEOPLE if p != fact)
+    service = next((s for s in SERVICES if s in fact), None)
+    if service is not None and not re.search(r"\d", fact):
+        return fact.replace(service, next(s for s in SERVICES if s != service))
+    return re.sub(r"(\d+)(?!.*\d)", lambda m: str(int(m[1]) + 1).zfill(len(m[1])), fact)
+
+
+@pytest.mark.parametrize("family", ["find", "count", "extract"])
+def test_an_answer_listing_candidates_fails(family):
+    for index in range(4):
+        task = _task(family, index)
+        right = env.oracle(task)[-1].arguments["answer"]
+        assert _with_answer(task, f"The answer is {right}.").passed
+        wrong = _wrong_like(task.params["answer"][0])
+        hedged = _with_answer(task, f"{wrong}, {right}")
+        assert not hedged.passed and "also names" in hedged.verdict.feedback, (task.id, wrong)
+
+
+def test_a_huge_answer_fails():
+    task = _task("count")
+    right = env.oracle(task)[-1].arguments["answer"]
+    assert not _with_answer(task, right + " " + "x" * 1_000_000).passed
 
 
 def test_describe_relabels_oracle_trajectories():
     for family in ("lookup", "transform", "reorganise"):
         task = _task(family)
-        described = env.describe(play(env, task, env.oracle(task)))
-        assert described is not None and described.split == "train"
-        assert play(env, described, env.oracle(task)).passed
+        spec = env.describe(replay(env, task, env.oracle(task)))
+        assert spec is not None
+        described = make_task("files", spec, difficulty=task.difficulty)
+        assert replay(env, described, env.oracle(task)).passed
 
 
 def test_describe_relabels_random_explorations():
@@ -131,22 +236,22 @@ def test_describe_relabels_random_explorations():
                 ToolCall("write_file", {"path": f"out/{rng.randint(1, 9)}.txt", "content": "hi"}),
                 ToolCall("read_file", {"path": path}),
             ]))  # fmt: skip
-        trajectory = play(env, task, [*calls, ToolCall("finish", {"answer": "done"})])
+        trajectory = replay(env, task, [*calls, ToolCall("finish", {"answer": "done"})])
         described = env.describe(trajectory)
         if described is not None:
             named += 1
-            assert play(env, described, [s.call for s in trajectory.steps]).passed
+            assert replay(env, described, [s.call for s in trajectory.steps]).passed
     assert named >= 6
 
 
 def test_describe_names_nothing_for_a_read_only_trajectory():
     task = env.tasks("train", 1)[0]
-    trajectory = play(env, task, [ToolCall("list_files", {}), ToolCall("finish", {"answer": ""})])
+    trajectory = replay(env, task, [ToolCall("list_files", {}), ToolCall("finish", {"answer": ""})])
     assert env.describe(trajectory) is None
 
 
 def test_conformance_on_a_few_tasks():
-    report = check_env(env, n=10)
+    report = check_env(env, n=10, split_draws=100)
     assert report.passed, report.results
 
 
@@ -161,7 +266,7 @@ def test_each_level_needs_one_more_action():
         for task in env.tasks("train", 30, difficulty=level):
             plan = env.oracle(task)
             assert len(plan) - 1 == level, task.instruction
-            assert play(env, task, plan).passed
+            assert replay(env, task, plan).passed
 
 
 def test_a_lookup_answer_must_be_exactly_the_value():
@@ -176,10 +281,10 @@ def test_a_lookup_answer_must_be_exactly_the_value():
         (f"{value}, 1, 2, 3", False),
         ("", False),
     ]:
-        assert play(env, task, [read, ToolCall("finish", {"answer": answer})]).passed is passed
-    whole_file = play(env, task, [ToolCall("read_file", {"path": read.arguments["path"]})])
+        assert replay(env, task, [read, ToolCall("finish", {"answer": answer})]).passed is passed
+    whole_file = replay(env, task, [ToolCall("read_file", {"path": read.arguments["path"]})])
     dump = whole_file.steps[0].observation.text
-    assert not play(env, task, [ToolCall("finish", {"answer": dump})]).passed
+    assert not replay(env, task, [ToolCall("finish", {"answer": dump})]).passed
 
 
 def test_path_arguments_accept_only_the_workspace_files():
@@ -218,10 +323,10 @@ def test_a_failed_episode_is_relabelled_to_the_values_and_changes_its_prefixes_r
     tmp = next(p for p in generate(**task.params["world"]).files if p.endswith(".tmp"))
     calls = [reads[0], ToolCall("read_value", {"path": "config/none.ini", "key": "port"}), reads[1]]
     calls += [ToolCall("delete_file", {"path": tmp})]
-    failed = play(env, task, calls)
+    failed = replay(env, task, calls)
     assert not failed.passed and failed.steps[1].failed
     views = prefix_views(failed)
-    described = [env.describe(play(env, task, view)) for view in views]
+    described = [env.describe(replay(env, task, view)) for view in views]
     assert [d.family if d else None for d in described] == ["lookup", "lookup", "reorganise"]
     first, second = (reads[i].arguments for i in (0, 1))
     assert described[0].instruction.startswith(f"What is the value of '{first['key']}' in")
@@ -229,7 +334,7 @@ def test_a_failed_episode_is_relabelled_to_the_values_and_changes_its_prefixes_r
     assert described[2].instruction == f"In the workspace: delete {tmp}. Call finish when done."
     assert [d.difficulty for d in described] == [1, 1, 1]
     for found, view in zip(described, views, strict=True):
-        assert play(env, found, view).passed
+        assert replay(env, found, view).passed
 
 
 def test_values_the_episode_never_read_are_not_relabelled():
@@ -237,6 +342,6 @@ def test_values_the_episode_never_read_are_not_relabelled():
     value = task.params["answer"][0]
     log = next(p for p in generate(**task.params["world"]).files if p.startswith("logs/"))
     guessed = [ToolCall("read_file", {"path": log}), ToolCall("finish", {"answer": value})]
-    assert env.describe(play(env, task, guessed)) is None
+    assert env.describe(replay(env, task, guessed)) is None
     nothing = [ToolCall("read_file", {"path": log}), ToolCall("finish", {"answer": "hello"})]
-    assert env.describe(play(env, task, nothing)) is None
+    assert env.describe(replay(env, task, nothing)) is None

@@ -3,15 +3,17 @@ from collections import Counter
 
 import pytest
 
-from ratchet.check import FORGED_CLAIM, check_env
+from ratchet.core.records import from_json, to_json
+from ratchet.core.task import Task
+from ratchet.core.tool import ToolCall, ToolError
+from ratchet.core.trajectory import Trajectory
+from ratchet.engine.harness import replay
+from ratchet.envs.check import FORGED_CLAIM, check_env
 from ratchet.envs.grid import env
 from ratchet.envs.grid import world as rules
 from ratchet.envs.grid.generate import MAX_DIFFICULTY
 from ratchet.envs.grid.goals import achieved
 from ratchet.envs.grid.tools import build
-from ratchet.task import Task
-from ratchet.tool import ToolCall, ToolError
-from ratchet.trajectory import Trajectory, play
 
 WORLD = {
     "rooms": [["red", 0, 0], ["blue", 1, 0], ["green", 1, 1]],
@@ -37,7 +39,10 @@ CRAFT_AXE = [
 
 
 def task_for(goal: dict, instruction: str = "Do it.") -> Task:
-    return Task("grid-t", "grid", instruction, "test", goal["kind"], 4, 0, {**WORLD, "goal": goal})
+    params = {**WORLD, "goal": goal}
+    return Task(
+        "grid-t", "grid", instruction, "test", family=goal["kind"], difficulty=4, params=params
+    )
 
 
 def finish(answer: str = "done") -> ToolCall:
@@ -109,11 +114,11 @@ def test_the_verifier_reads_the_world_not_the_answer():
     task = task_for({"kind": "bring", "item": "cup", "room": "red"})
     plan = env.oracle(task)
     assert [c.name for c in plan] == ["take", "use", "move", "take", "move", "drop", "finish"]
-    assert play(env, task, plan).passed
-    assert not play(env, task, [*plan[:-2], finish()]).passed  # cup still held
-    assert not play(env, task, [finish("")]).passed
-    assert not play(env, task, [finish(FORGED_CLAIM)]).passed
-    verdict = play(env, task, [*plan[:-2], finish()]).verdict
+    assert replay(env, task, plan).passed
+    assert not replay(env, task, [*plan[:-2], finish()]).passed  # cup still held
+    assert not replay(env, task, [finish("")]).passed
+    assert not replay(env, task, [finish(FORGED_CLAIM)]).passed
+    verdict = replay(env, task, [*plan[:-2], finish()]).verdict
     assert verdict is not None
     assert verdict.feedback == (
         "goal not reached: the cup is in your inventory; the goal is to leave it in the red room"
@@ -125,7 +130,7 @@ def test_difficulty_is_the_length_of_the_oracle_plan():
         for task in env.tasks("train", 8, difficulty=level):
             plan = env.oracle(task)
             assert len(plan) - 1 == level
-            assert play(env, task, plan).passed
+            assert replay(env, task, plan).passed
 
 
 def test_level_one_is_one_move_or_one_take_in_sight():
@@ -189,9 +194,9 @@ def test_deterministic_and_json_round_trip():
     assert tasks == env.tasks("probe", 10, seed=3)
     assert tasks != env.tasks("probe", 10, seed=4)
     for task in tasks:
-        again = Task.from_json(task.to_json())
+        again = from_json(Task, to_json(task))
         calls = [ToolCall("look", {}), *env.oracle(task)]
-        first, second = play(env, task, calls), play(env, again, calls)
+        first, second = replay(env, task, calls), replay(env, again, calls)
         assert [s.observation for s in first.steps] == [s.observation for s in second.steps]
 
 
@@ -209,7 +214,7 @@ def test_malformed_params_are_a_clear_error():
 
 
 def test_check_env_passes():
-    report = check_env(env, n=15)
+    report = check_env(env, n=15, split_draws=100)
     assert report.passed, report.results
 
 
@@ -220,7 +225,7 @@ def test_check_env_passes_on_200_tasks():
 
 
 def test_relabelling_names_what_was_crafted_and_where_things_were_left():
-    crafted = env.describe(play(env, task_for({"kind": "go", "room": "green"}), CRAFT_AXE))
+    crafted = env.describe(replay(env, task_for({"kind": "go", "room": "green"}), CRAFT_AXE))
     assert crafted is not None
     assert crafted.family == "craft" and crafted.params["goal"] == {"kind": "craft", "item": "axe"}
     assert crafted.instruction == (
@@ -230,17 +235,17 @@ def test_relabelling_names_what_was_crafted_and_where_things_were_left():
     )
     assert crafted.difficulty == 7  # its shortest plan takes seven actions
     wander = [*CRAFT_AXE[1:4], ToolCall("drop", {"item": "brass key"}), finish()]
-    brought = env.describe(play(env, task_for({"kind": "go", "room": "green"}), wander))
+    brought = env.describe(replay(env, task_for({"kind": "go", "room": "green"}), wander))
     assert brought is not None
     assert brought.params["goal"] == {"kind": "bring", "item": "brass key", "room": "blue"}
-    assert env.describe(play(env, task_for({"kind": "go", "room": "green"}), [finish()])) is None
+    assert env.describe(replay(env, task_for({"kind": "go", "room": "green"}), [finish()])) is None
 
 
 def test_oracle_trajectories_relabel_to_tasks_the_verifier_passes():
     for task in env.tasks("test", 25):
-        described = env.describe(play(env, task, env.oracle(task)))
+        described = env.describe(replay(env, task, env.oracle(task)))
         assert described is not None
-        assert play(env, described, env.oracle(described)).passed
+        assert replay(env, described, env.oracle(described)).passed
 
 
 def explore(task: Task, rng: random.Random) -> list[ToolCall]:
@@ -268,12 +273,12 @@ def test_random_explorations_relabel_to_tasks_the_verifier_passes():
     tasks = env.tasks("train", 120)
     for task in tasks:
         calls = explore(task, rng)
-        described = env.describe(play(env, task, calls))
+        described = env.describe(replay(env, task, calls))
         if described is None:
             continue
         kinds[described.family] += 1
-        assert play(env, described, calls).passed
-        assert play(env, described, env.oracle(described)).passed
+        assert replay(env, described, calls).passed
+        assert replay(env, described, env.oracle(described)).passed
         assert 1 <= described.difficulty <= MAX_DIFFICULTY
     assert 0 < sum(kinds.values()) < len(tasks)
     assert len(kinds) >= 3, kinds
@@ -303,7 +308,7 @@ def test_worlds_without_keys_or_recipes_offer_no_use_or_craft():
     world = {**WORLD, "doors": [["red", "blue", None], ["blue", "green", None]]}
     world["items"] = [["cup", "blue"]]
     world["goal"] = {"kind": "go", "room": "blue"}
-    task = Task("grid-u", "grid", "Go.", "test", "go", 1, 0, world)
+    task = Task("grid-u", "grid", "Go.", "test", family="go", params=world)
     names = [t["function"]["name"] for t in env.session(task).reset().tools]
     assert names == ["move", "look", "take", "drop", "inventory", "finish"]
 
@@ -322,9 +327,9 @@ def prefix_views(trajectory: Trajectory) -> list[list[ToolCall]]:
 def test_a_failed_episode_is_relabelled_to_the_sub_goals_its_prefixes_reached():
     task = task_for({"kind": "bring", "item": "stone", "room": "red"})
     calls = [*CRAFT_AXE[1:4], ToolCall("move", {"to": "green room"}), ToolCall("look", {})]
-    failed = play(env, task, calls)
+    failed = replay(env, task, calls)
     assert not failed.passed
-    described = [env.describe(play(env, task, view)) for view in prefix_views(failed)]
+    described = [env.describe(replay(env, task, view)) for view in prefix_views(failed)]
     goals = [d.params["goal"] if d else None for d in described]
     assert goals == [
         {"kind": "fetch", "item": "brass key"},
@@ -335,7 +340,7 @@ def test_a_failed_episode_is_relabelled_to_the_sub_goals_its_prefixes_reached():
     ]
     assert [d.difficulty for d in described if d] == [1, 2, 2, 2, 2]
     for task_found, view in zip(described, prefix_views(failed), strict=True):
-        assert task_found is not None and play(env, task_found, view).passed
+        assert task_found is not None and replay(env, task_found, view).passed
 
 
 def test_an_episode_that_changed_nothing_is_not_relabelled():
@@ -346,7 +351,7 @@ def test_an_episode_that_changed_nothing_is_not_relabelled():
         ToolCall("take", {"item": "cup"}),  # in another room
         ToolCall("inventory", {}),
     ]
-    trajectory = play(env, task, calls)
+    trajectory = replay(env, task, calls)
     assert not trajectory.passed
-    assert all(env.describe(play(env, task, view)) is None for view in prefix_views(trajectory))
+    assert all(env.describe(replay(env, task, view)) is None for view in prefix_views(trajectory))
     assert env.describe(trajectory) is None

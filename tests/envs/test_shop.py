@@ -1,16 +1,18 @@
 import functools
 import random
+import re
 
 import pytest
 
-from ratchet.check import check_env
+from ratchet.core.task import Task, make_task
+from ratchet.core.tool import ToolCall, ToolError
+from ratchet.core.trajectory import Trajectory
+from ratchet.engine.harness import replay
+from ratchet.envs.check import check_env
 from ratchet.envs.shop import env
 from ratchet.envs.shop.db import DB_SEEDS, TABLES, Customer, Order, fresh_copy, store
 from ratchet.envs.shop.state import delta, fingerprint
 from ratchet.envs.shop.tools import World, make_tools
-from ratchet.task import Task
-from ratchet.tool import ToolCall, ToolError
-from ratchet.trajectory import Trajectory, play
 
 SEED = 0
 
@@ -50,7 +52,7 @@ def cancel(order: Order, reason: str = "no longer needed") -> ToolCall:
 
 
 def test_check_env_passes():
-    report = check_env(env, n=60)
+    report = check_env(env, n=60, split_draws=100)
     assert report.passed, [r for r in report.results if not r.passed]
 
 
@@ -68,7 +70,7 @@ def test_difficulty_is_the_length_of_the_shortest_plan_after_the_lookup():
             plan = env.oracle(task)
             assert plan[0].name.startswith("find_customer") and plan[-1].name == "finish"
             assert len(plan) - 2 == level
-            assert play(env, task, plan).passed
+            assert replay(env, task, plan).passed
 
 
 def test_level_one_is_one_read_or_one_spelled_out_write():
@@ -130,7 +132,7 @@ def test_changes_before_identity_are_refused_and_fail_the_task():
             }
         ]
     )
-    trajectory = play(env, task, [cancel(order), lookup(customer), cancel(order), finish()])
+    trajectory = replay(env, task, [cancel(order), lookup(customer), cancel(order), finish()])
     refused = trajectory.steps[0].observation
     assert refused.error and refused.error.startswith("Policy violation:")
     assert trajectory.steps[2].observation.error is None  # the later cancel went through
@@ -150,7 +152,7 @@ def test_reads_before_identity_are_refused_without_a_violation():
         ]
     )
     calls = [ToolCall("get_order", {"order_id": order.id}), lookup(customer), cancel(order)]
-    trajectory = play(env, task, [*calls, finish()])
+    trajectory = replay(env, task, [*calls, finish()])
     assert "not confirmed" in (trajectory.steps[0].observation.error or "")
     assert trajectory.passed
 
@@ -241,13 +243,13 @@ def test_verifier_reports_the_differing_rows():
     customer, order = order_with("pending")
     wanted = {"order_id": order.id, "reason": "ordered by mistake"}
     task = task_for([{"name": "cancel_order", "arguments": wanted}])
-    wrong = play(env, task, [lookup(customer), cancel(order, "no longer needed"), finish()])
+    wrong = replay(env, task, [lookup(customer), cancel(order, "no longer needed"), finish()])
     assert not wrong.passed
     assert (
         f"orders {order.id}: cancel_reason is 'no longer needed', expected 'ordered by mistake'"
         in wrong.verdict.feedback
     )
-    nothing = play(env, task, [finish()])
+    nothing = replay(env, task, [finish()])
     assert (
         f"orders {order.id}: status is 'pending', expected 'cancelled'" in nothing.verdict.feedback
     )
@@ -303,19 +305,69 @@ def info_task() -> Task:
 def test_facts_must_appear_in_the_answer():
     task = info_task()
     oracle = env.oracle(task)
-    assert play(env, task, oracle).passed
+    assert replay(env, task, oracle).passed
     lookup_call = oracle[0]
-    vague = play(env, task, [lookup_call, finish("I looked it up for you.")])
+    vague = replay(env, task, [lookup_call, finish("I looked it up for you.")])
     assert not vague.passed and "does not state" in vague.verdict.feedback
-    assert play(env, task, [lookup_call]).verdict.passed is False  # never finished
+    assert replay(env, task, [lookup_call]).verdict.passed is False  # never finished
 
 
 def test_an_answer_listing_every_status_states_none():
     task = info_task()
     answer = env.oracle(task)[-1].arguments["answer"]
     hedged = answer + " Or it may be pending, processed, delivered or cancelled."
-    trajectory = play(env, task, [env.oracle(task)[0], finish(hedged)])
+    trajectory = replay(env, task, [env.oracle(task)[0], finish(hedged)])
     assert not trajectory.passed
+
+
+def _task_asking(kind: str) -> Task:
+    return next(
+        t for t in env.tasks("test", 300) if [f["kind"] for f in t.params["facts"]][:1] == [kind]
+    )
+
+
+def _answered(task: Task, answer: str) -> bool:
+    return replay(env, task, [*env.oracle(task)[:-1], finish(answer)]).passed
+
+
+@pytest.mark.parametrize("kind", ["total", "balance"])
+def test_an_answer_listing_the_right_amount_among_others_fails(kind):
+    task = _task_asking("status" if kind == "total" else kind)
+    answer = env.oracle(task)[-1].arguments["answer"]
+    amount = re.search(r"\$(\d+)\.(\d\d)", answer)
+    dollars, cents = int(amount[1]), amount[2]
+    hedged = answer.replace(
+        amount[0], f"${dollars - 1}.{cents}, {amount[0]} or ${dollars + 1}.{cents}"
+    )
+    assert _answered(task, answer)
+    assert not _answered(task, hedged)
+
+
+def test_equivalent_amount_formats_are_accepted():
+    task = next(
+        t for t in env.tasks("test", 500)
+        if [f["kind"] for f in t.params["facts"]] == ["balance"]
+        and env.oracle(t)[-1].arguments["answer"].endswith("0.")
+    )  # fmt: skip
+    answer = env.oracle(task)[-1].arguments["answer"]
+    amount = re.search(r"\$([\d,]+\.\d\d)", answer)[1]
+    for variant in (amount.rstrip("0"), amount + "0", amount.replace(",", ""), f"USD {amount}"):
+        assert _answered(task, answer.replace("$" + amount, variant)), variant
+
+
+def test_naming_other_orders_hedges_the_facts_about_an_order():
+    task = info_task()
+    answer = env.oracle(task)[-1].arguments["answer"]
+    order = task.params["facts"][0]["order_id"]
+    neighbour = f"#W{int(order[2:]) + 1:07d}"
+    assert not _answered(task, answer.replace(order, f"{order} or {neighbour}"))
+
+
+def test_pending_orders_must_be_listed_alone():
+    task = _task_asking("pending_orders")
+    answer = env.oracle(task)[-1].arguments["answer"]
+    assert _answered(task, answer)
+    assert not _answered(task, answer.rstrip(".") + ", #W0000001.")
 
 
 def test_facts_are_found_in_free_wording():
@@ -329,7 +381,7 @@ def test_facts_are_found_in_free_wording():
     shown = tools["get_order"](order_id)
     world.close()
     answer = f"It's {shown['status'].upper()} and cost {shown['total']} in all ({order_id})."
-    assert play(env, task, [env.oracle(task)[0], finish(answer)]).passed
+    assert replay(env, task, [env.oracle(task)[0], finish(answer)]).passed
 
 
 # --- sessions -------------------------------------------------------------------------------
@@ -371,7 +423,7 @@ def test_fresh_copy_is_private():
 def test_describe_names_what_oracle_trajectories_did():
     described = 0
     for task in env.tasks("train", 40):
-        trajectory = play(env, task, env.oracle(task))
+        trajectory = replay(env, task, env.oracle(task))
         relabelled = env.describe(trajectory)
         assert relabelled is not None, task.instruction
         if not task.params["writes"]:
@@ -383,15 +435,15 @@ def test_describe_names_what_oracle_trajectories_did():
             continue
         described += 1
         calls = [s.call for s in trajectory.steps if s.call]
-        assert play(env, relabelled, calls).passed
-        assert not play(env, relabelled, [finish()]).passed
+        assert replay(env, relabelled, calls).passed
+        assert not replay(env, relabelled, [finish()]).passed
     assert described >= 30
 
 
 def test_describe_rejects_trajectories_with_violations():
     customer, order = order_with("pending")
     task = task_for([], customer=customer.id)
-    trajectory = play(env, task, [cancel(order), lookup(customer), cancel(order), finish()])
+    trajectory = replay(env, task, [cancel(order), lookup(customer), cancel(order), finish()])
     assert env.describe(trajectory) is None
 
 
@@ -466,15 +518,16 @@ def test_describe_yields_passing_tasks_for_random_explorations():
     yielded = 0
     for task in tasks:
         calls = random_calls(rng, task)
-        trajectory: Trajectory = play(env, task, calls)
-        relabelled = env.describe(trajectory)
-        if relabelled is None:
+        trajectory: Trajectory = replay(env, task, calls)
+        spec = env.describe(trajectory)
+        if spec is None:
             continue
         yielded += 1
-        assert relabelled.split == "train" and 1 <= relabelled.difficulty <= 5
-        assert play(env, relabelled, calls).passed
-        assert not play(env, relabelled, [finish()]).passed
-        assert play(env, relabelled, env.oracle(relabelled)).passed
+        relabelled = make_task("shop", spec, difficulty=task.difficulty)
+        assert 1 <= relabelled.difficulty <= 5
+        assert replay(env, relabelled, calls).passed
+        assert not replay(env, relabelled, [finish()]).passed
+        assert replay(env, relabelled, env.oracle(relabelled)).passed
     assert yielded >= 5
 
 
@@ -537,25 +590,22 @@ def test_a_failed_episode_is_relabelled_to_the_questions_and_writes_its_prefixes
         ToolCall("get_order", {"order_id": other}),
         ToolCall("return_items", wrong),
     ]
-    failed = play(env, task, calls)
+    failed = replay(env, task, calls)
     assert not failed.passed and not any(s.failed for s in failed.steps)
     views = prefix_views(failed)
-    described = [env.describe(play(env, task, view)) for view in views]
+    described = [env.describe(replay(env, task, view)) for view in views]
     assert described[0] is None  # confirming identity alone achieves nothing
     question = described[1]
     assert question is not None and question.family == "info" and question.difficulty == 1
-    assert question.params["facts"] == [
-        {"kind": "status", "order_id": other},
-        {"kind": "total", "order_id": other},
-    ]
-    assert question.instruction.endswith(
-        f"What is the status of my order {other} and what is its total?"
-    )
+    # The order's view also lists item prices, so the answer hedges on the total: only the
+    # status is stated alone.
+    assert question.params["facts"] == [{"kind": "status", "order_id": other}]
+    assert question.instruction.endswith(f"What is the status of my order {other}?")
     returned = described[2]
     assert returned is not None and returned.family == "return"
     assert returned.params["writes"] == [{"name": "return_items", "arguments": wrong}]
     for found, view in zip(described[1:], views[1:], strict=True):
-        assert play(env, found, view).passed
+        assert replay(env, found, view).passed
 
 
 def test_an_episode_that_found_nothing_out_is_not_relabelled():
@@ -568,6 +618,6 @@ def test_an_episode_that_found_nothing_out_is_not_relabelled():
         ToolCall("get_order", {"order_id": order.id}),  # someone else's order: refused
         finish("Your order is pending."),
     ]
-    trajectory = play(env, task, calls)
+    trajectory = replay(env, task, calls)
     assert env.describe(trajectory) is None
-    assert all(env.describe(play(env, task, view)) is None for view in prefix_views(trajectory))
+    assert all(env.describe(replay(env, task, view)) is None for view in prefix_views(trajectory))

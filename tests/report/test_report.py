@@ -1,3 +1,4 @@
+import html as html_text
 import json
 import re
 from dataclasses import replace
@@ -7,11 +8,13 @@ import pytest
 
 import ratchet.envs.calc
 from fakes import learning_model
-from ratchet.improve import ImproveConfig, improve
+from ratchet.core.agent import Agent
+from ratchet.core.tool import ToolCall
+from ratchet.engine.harness import replay
+from ratchet.engine.store import Store
+from ratchet.improve.config import ImproveConfig
+from ratchet.improve.loop import improve
 from ratchet.report import ReportError, trajectory_page, write_report
-from ratchet.store import Store
-from ratchet.tool import ToolCall
-from ratchet.trajectory import play
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 ARTIFACTS = TESTS_DIR.parent / "test-artifacts"
@@ -75,7 +78,7 @@ def test_report_has_inline_charts_and_gate_and_cost_numbers(run_dir: Path) -> No
     assert "<?xml" not in html and "<!DOCTYPE svg" not in html
     for record in summary["rounds"]:
         for candidate in record["candidates"]:
-            assert candidate["reason"] in html
+            assert html_text.escape(candidate["reason"]) in html
     assert f"{summary['tokens']:,}" in html
     assert "exemplars</b> 100%" in html  # the only lever accounts for the whole gain
 
@@ -126,7 +129,7 @@ def test_no_page_points_outside_the_report(run_dir: Path) -> None:
 def test_trajectory_page_shows_turns_memory_verdict_and_escapes_text(run_dir: Path) -> None:
     env = ratchet.envs.calc.env
     task = env.tasks("test", 1, seed=3)[0]
-    trajectory = play(
+    trajectory = replay(
         env, task, [ToolCall("no_such_tool", {"x": 1}), ToolCall("finish", {"answer": "7"})]
     )
     trajectory = replace(
@@ -169,7 +172,9 @@ def test_eval_only_directory_shows_metrics_and_trajectories(tmp_path: Path) -> N
     with Store(tmp_path) as store:
         run_id = store.start_run("eval", {"env": "calc", "k": 1})
         for task in tasks:
-            store.add_trajectory(run_id, play(env, task, env.solve(task), agent="oracle"))
+            store.add_trajectory(
+                run_id, replay(env, task, env.oracle(task), Agent(version="oracle"))
+            )
         store.finish_run(run_id)
     html = write_report(tmp_path).read_text()
     assert "oracle pass@1 1.00" in headline_of(html)

@@ -1,1 +1,1 @@
-"""Built-in environment suites, one package each (registered in :mod:`ratchet.registry`)."""
+"""Built-in environment suites, one package each (registered in :mod:`ratchet.envs.registry`)."""

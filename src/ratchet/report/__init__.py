@@ -17,7 +17,8 @@ import os
 import shutil
 from pathlib import Path
 
-from ratchet.agent import AGENT_FILE, Agent
+from ratchet.core.agent import AGENT_FILE, Agent
+from ratchet.core.records import from_dict
 from ratchet.report.data import (
     AGENTS_DIR,
     ReportError,
@@ -96,7 +97,7 @@ def _eval_agents(run_dir: Path, configs: list[dict[str, object]]) -> dict[str, A
     agents: dict[str, Agent] = {}
     for file in candidates:
         try:
-            agent = Agent.from_dict(json.loads(file.read_text()))
+            agent = from_dict(Agent, json.loads(file.read_text()))
         except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError):
             continue  # an unreadable agent file only costs the viewer its memory section
         agents[agent.version] = agent

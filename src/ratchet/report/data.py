@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ratchet.agent import AGENT_FILE, Agent
-from ratchet.metrics import Metrics, summarize
-from ratchet.store import DB_NAME, Run, Store
-from ratchet.trajectory import Trajectory
+from ratchet.core.agent import AGENT_FILE, Agent
+from ratchet.core.records import from_dict
+from ratchet.core.trajectory import Trajectory
+from ratchet.engine.metrics import Metrics, summarize
+from ratchet.engine.store import DB_NAME, Run, Store
 
 SUMMARY_FILE = "summary.json"
 AGENTS_DIR = "agents"
@@ -250,7 +251,7 @@ def _load_agents(directory: Path) -> dict[str, Agent]:
         return agents
     for file in sorted(directory.glob(f"*/{AGENT_FILE}")):
         try:
-            agent = Agent.from_dict(json.loads(file.read_text()))
+            agent = from_dict(Agent, json.loads(file.read_text()))
         except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError):
             continue  # a damaged agent file costs its details in the report, not the report
         agents[agent.version] = agent

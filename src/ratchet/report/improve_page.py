@@ -11,8 +11,8 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from ratchet.gate import permutation_p_value
-from ratchet.report import charts
+import ratchet.report.charts as charts
+from ratchet.core.stats import paired_differences, permutation_p_value
 from ratchet.report.data import (
     Attribution,
     Breakdown,
@@ -141,15 +141,14 @@ def _cards(data: ImproveRun, base_runs: list[Stored], final_runs: list[Stored]) 
 def _paired_p_value(base_runs: list[Stored], final_runs: list[Stored]) -> float | None:
     """One-sided paired sign-flip p-value that final beats base on the test tasks."""
     before = {(t.task.id, t.sample): t.passed for _, t in base_runs}
-    per_task: dict[str, list[int]] = defaultdict(list)
-    for _, trajectory in final_runs:
-        key = (trajectory.task.id, trajectory.sample)
-        if key in before:
-            per_task[key[0]].append(int(trajectory.passed) - int(before[key]))
-    if not per_task:
+    after = {(t.task.id, t.sample): t.passed for _, t in final_runs}
+    shared = before.keys() & after.keys()
+    if not shared:
         return None
-    differences = [sum(d) / len(d) for d in per_task.values()]
-    return permutation_p_value(differences, resamples=20_000)
+    differences = paired_differences(
+        {key: before[key] for key in shared}, {key: after[key] for key in shared}
+    )
+    return permutation_p_value(list(differences.values()), resamples=20_000)
 
 
 def _curve_section(data: ImproveRun) -> str:
@@ -405,10 +404,18 @@ def _cost_section(summary: dict[str, Any]) -> str:
             f"<b>{duration(float(summary.get('seconds', 0.0)))}</b>",
         ]
     )
+    errors = summary.get("model_errors") or {}
+    warning = (
+        f'<p class="note"><b>{errors["count"]} episodes ended on a model error</b>; the first: '
+        f"{esc(errors['first'])}</p>"
+        if errors.get("count")
+        else ""
+    )
     return (
         "<h2>Cost</h2>"
         f'<p class="note">{count(summary.get("rollouts", 0))} episodes in all. Round rows count '
         "training and probe episodes; the whole run adds the test evaluations.</p>"
+        + warning
         + table(
             [
                 "round",

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ratchet.agent import Agent
+from ratchet.core.agent import Agent
+from ratchet.core.trajectory import Step, Trajectory
 from ratchet.report.html import badge, esc, page
-from ratchet.trajectory import Step, Trajectory
 
 
 def trajectory_page(

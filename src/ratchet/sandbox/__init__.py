@@ -15,7 +15,9 @@ interpreter with ``-I -S``) which applies, before executing the command:
   Landlock ABI 4+ TCP bind/connect are denied too, and on ABI 6+ signals and abstract unix
   sockets cannot reach outside the sandbox;
 - **seccomp**: ``socket()`` for any family but ``AF_UNIX`` and ``io_uring_setup`` fail with
-  ``EACCES``, so there is no network even where namespaces are unavailable;
+  ``EACCES``, so there is no network even where namespaces are unavailable; so do
+  ``connect()``, ``sendmsg()`` and ``sendto()`` to an address, so no Unix socket of the host
+  (a Docker daemon, a session bus) can be reached;
 - **rlimits**: CPU seconds, address space, processes, open files, file size;
 - a scrubbed environment and the workspace as working directory.
 
@@ -35,25 +37,34 @@ import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ratchet.sandbox.keeper import (
+    Keeper,
+    KeeperError,
+    KeeperSlot,
+    remove_tree,
+    sweep_stale_workspaces,
+    workspace_prefix,
+)
 from ratchet.sandbox.launcher import STATUS_FD_ENV, landlock_abi
+from ratchet.sandbox.readable import readable_dirs
 
 __all__ = [
     "Limits",
+    "Quota",
     "Sandbox",
     "SandboxResult",
     "SandboxUnavailable",
     "landlock_abi",
     "python_executable",
     "require_landlock",
+    "sweep_stale_workspaces",
 ]
 
 _LAUNCHER = str(Path(__file__).resolve().with_name("launcher.py"))
@@ -63,10 +74,13 @@ _LAUNCHER = str(Path(__file__).resolve().with_name("launcher.py"))
 # The kernel uid a root host runs the sandbox as (inside its user namespace it is root). Root is
 # exempt from RLIMIT_NPROC; an unprivileged uid is not.
 _SANDBOX_UID = 100_000
-_SYSTEM_DIRS = ("/bin", "/sbin", "/usr", "/lib", "/lib32", "/lib64", "/libx32")
 _SYSTEM_FILES = ("/etc/ld.so.cache", "/dev/zero", "/dev/urandom", "/dev/random")
 _WRITABLE_DEVICES = ("/dev/null",)
 _SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+_HOST_GRACE_S = 2.0
+
+
+_KEEPER = KeeperSlot(lambda: Keeper(python_executable(), _LAUNCHER, _SANDBOX_UID))
 
 
 class SandboxUnavailable(RuntimeError):
@@ -84,7 +98,10 @@ class Limits:
         open_files: File descriptors per process.
         file_size_mb: Largest file the command may write.
         output_bytes: Captured bytes kept per stream; more output kills the command.
-        timeout_s: Wall-clock seconds before the whole process group is killed.
+        timeout_s: Wall-clock seconds before every process of the run is killed.
+        total_memory_mb: Resident memory of all the run's processes together before they are
+            all killed (checked every 50 ms by the launcher); ``None`` for no aggregate cap
+            (``memory_mb`` still bounds each process).
     """
 
     cpu_s: int = 5
@@ -94,11 +111,33 @@ class Limits:
     file_size_mb: int = 16
     output_bytes: int = 65_536
     timeout_s: float = 10.0
+    total_memory_mb: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if value is not None and value <= 0:
+                raise ValueError(f"sandbox limit {name} must be positive; got {value}")
+
+
+@dataclass(frozen=True)
+class Quota:
+    """Limits on the workspace itself, for its whole life (not per run).
+
+    Enforced by the kernel where the workspace can be a tmpfs (see :mod:`.keeper`); the host's
+    own writes (e.g. an env generating files) count too.
+
+    Attributes:
+        disk_mb: Bytes the workspace's files may take up, in MiB.
+        inodes: Files, folders and links the workspace may hold.
+    """
+
+    disk_mb: int = 64
+    inodes: int = 4096
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
             if value <= 0:
-                raise ValueError(f"sandbox limit {name} must be positive; got {value}")
+                raise ValueError(f"sandbox quota {name} must be positive; got {value}")
 
 
 @dataclass(frozen=True)
@@ -155,19 +194,37 @@ class Sandbox:
 
     Attributes:
         limits: Default limits for :meth:`run`.
-        root: The workspace directory (real path).
+        quota: Disk and inode quota of the workspace.
+        directory: The workspace as sandboxed commands see it (shown as ``.`` in output).
+        root: Where the host reads and writes the workspace: ``directory`` itself, or, when
+            the workspace is a tmpfs held by the keeper, the same folder reached through
+            ``/proc/KEEPER/root``. Use :mod:`ratchet.sandbox.workspace` for host-side access
+            to files the agent could have replaced with links.
     """
 
     limits: Limits = field(default_factory=Limits)
+    quota: Quota = field(default_factory=Quota)
+    directory: Path = field(init=False)
     root: Path = field(init=False)
+    _keeper: Keeper | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         require_landlock()
-        self.root = Path(tempfile.mkdtemp(prefix="ratchet-sandbox-")).resolve()
-        if os.geteuid() == 0:
+        _KEEPER.sweep_once()
+        self.directory = Path(tempfile.mkdtemp(prefix=workspace_prefix())).resolve()
+        self.root = self.directory
+        keeper = _KEEPER.get()
+        if keeper is not None:
+            try:
+                keeper.mount(self.directory, self.quota.disk_mb, self.quota.inodes)
+            except KeeperError:
+                keeper = None
+        if keeper is not None:
+            self._keeper, self.root = keeper, keeper.view(self.directory)
+        elif os.geteuid() == 0:
             # The sandbox runs as an unprivileged uid mapped to root of its own namespace;
             # the workspace stays root-owned on the host and root-owned files are mapped in.
-            self.root.chmod(0o700)
+            self.directory.chmod(0o700)
 
     def __enter__(self) -> Sandbox:
         return self
@@ -177,7 +234,11 @@ class Sandbox:
 
     def close(self) -> None:
         """Remove the workspace and everything in it (idempotent)."""
-        shutil.rmtree(self.root, ignore_errors=True)
+        if self._keeper is not None:
+            with contextlib.suppress(KeeperError):
+                self._keeper.unmount(self.directory)
+            self._keeper = None
+        remove_tree(str(self.directory))
 
     def run(
         self, argv: Sequence[str], *, stdin: bytes = b"", limits: Limits | None = None
@@ -202,20 +263,22 @@ class Sandbox:
             return SandboxResult(127, "", f"command not found: {argv[0]}\n")
         config = {
             "argv": [program, *argv[1:]],
-            "cwd": str(self.root),
-            "env": _scrubbed_env(self.root),
+            "cwd": str(self.directory),
+            "env": _scrubbed_env(self.directory),
             "limits": asdict(limits),
-            "readable_dirs": _readable_dirs(),
+            "readable_dirs": readable_dirs(),
             "readable_files": [p for p in _SYSTEM_FILES if os.path.exists(p)],
             "writable_files": [p for p in _WRITABLE_DEVICES if os.path.exists(p)],
-            "writable_dirs": [str(self.root)],
+            "writable_dirs": [str(self.directory)],
             "sandbox_uid": _SANDBOX_UID,
+            "host_pid": os.getpid(),
+            "keeper": self._keeper.namespaces if self._keeper else None,
         }
         result = _launch(config, stdin, limits)
         return replace(
             result,
-            stdout=_hide_root(result.stdout, self.root),
-            stderr=_hide_root(result.stderr, self.root),
+            stdout=_hide_root(result.stdout, self.directory),
+            stderr=_hide_root(result.stderr, self.directory),
         )
 
     def run_shell(self, command: str, *, limits: Limits | None = None) -> SandboxResult:
@@ -263,53 +326,6 @@ def _hide_root(text: str, root: Path) -> str:
     return text.replace(f"{root}/", "./").replace(str(root), ".")
 
 
-@cache
-def _readable_dirs() -> list[tuple[str, bool]]:
-    """System paths the sandbox may read, split around the directories it must not.
-
-    Each entry is ``(path, listing_only)``: a directory on the way to a forbidden one may be
-    listed (Python's importer lists the stdlib directory) but its files are granted one by one.
-    """
-    roots = {os.path.realpath(p) for p in _SYSTEM_DIRS if os.path.isdir(p)}
-    roots.add(os.path.realpath(sys.base_prefix))
-    roots = {r for r in roots if not any(r != o and r.startswith(o + "/") for o in roots)}
-    return sorted(d for root in roots for d in _allow_except(root, _forbidden_dirs()))
-
-
-def _forbidden_dirs() -> set[str]:
-    """Installed packages (the project and its verifiers among them) and the active venv."""
-    import glob
-    import site
-
-    candidates = {sys.prefix, str(Path(__file__).resolve().parents[1])}
-    candidates.update(site.getsitepackages())
-    for scheme_path in ("purelib", "platlib"):
-        candidates.add(sysconfig.get_paths()[scheme_path])
-    for prefix in {sys.base_prefix, "/usr", "/usr/local"}:
-        candidates.update(glob.glob(f"{prefix}/lib*/python3*/*-packages"))
-        candidates.update(glob.glob(f"{prefix}/lib*/python3/dist-packages"))
-    return {os.path.realpath(c) for c in candidates if os.path.isdir(c)}
-
-
-def _allow_except(root: str, forbidden: set[str]) -> list[tuple[str, bool]]:
-    """Return paths covering ``root`` except the forbidden directories beneath it."""
-    if root in forbidden:
-        return []
-    if not any(f.startswith(root + "/") for f in forbidden):
-        return [(root, False)]
-    allowed = [(root, True)]
-    for entry in sorted(os.listdir(root)):
-        child = os.path.join(root, entry)
-        real = os.path.realpath(child)
-        if real != child and os.path.isdir(real):
-            continue  # a symlinked directory is reachable under its real path if allowed
-        if os.path.isdir(child):
-            allowed.extend(_allow_except(child, forbidden))
-        else:
-            allowed.append((child, False))
-    return allowed
-
-
 def _launch(config: dict[str, Any], stdin: bytes, limits: Limits) -> SandboxResult:
     status_read, status_write = os.pipe()
     start = time.monotonic()
@@ -335,12 +351,12 @@ def _launch(config: dict[str, Any], stdin: bytes, limits: Limits) -> SandboxResu
     duration_s = time.monotonic() - start
     if "error" in status:
         raise SandboxUnavailable(f"sandbox launcher failed: {status['error']}")
-    killed = host_kill or _signal_reason(status.get("signal"))
+    killed = host_kill or status.get("killed") or _signal_reason(status.get("signal"))
     return SandboxResult(
         exit_code=status.get("exit"),
         stdout=out.decode("utf-8", "replace"),
         stderr=err.decode("utf-8", "replace"),
-        timed_out=host_kill == "timeout",
+        timed_out=killed == "timeout",
         killed=killed,
         duration_s=duration_s,
         truncated=truncated,
@@ -359,7 +375,8 @@ def _collect(
     except BrokenPipeError:
         pass
     buffers = {process.stdout.fileno(): bytearray(), process.stderr.fileno(): bytearray()}
-    deadline = time.monotonic() + limits.timeout_s
+    # The launcher enforces the deadline; this one only catches a launcher that hangs.
+    deadline = time.monotonic() + limits.timeout_s + _HOST_GRACE_S
     truncated = False
     with selectors.DefaultSelector() as selector:
         for stream in (process.stdout, process.stderr):

@@ -2,7 +2,8 @@
 
 Each task is a chain of operations on whole numbers, e.g. difficulty 2 is ``(a + b) * c``.
 The agent has ``add``, ``subtract``, ``multiply`` and ``divide`` and submits the result with
-``finish(answer)``; the verifier compares the submitted number exactly with the computed value.
+``finish(answer)``; the verifier compares the submitted number exactly with the computed value
+and rejects non-finite numbers (``nan``, ``inf``).
 
 Hindsight relabelling (:func:`relabel`) turns any trajectory that computed a chain of whole
 numbers and submitted its value into an ``expression`` task for that chain.
@@ -10,15 +11,16 @@ numbers and submitted its value into an ``expression`` task for that chain.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from typing import Any
 
-from ratchet.env import SimpleEnv
-from ratchet.task import Task, TaskSpec
-from ratchet.tool import ToolCall, ToolError
-from ratchet.trajectory import Trajectory
-from ratchet.verdict import Verdict
+from ratchet.core.env import SimpleEnv
+from ratchet.core.task import Task, TaskSpec
+from ratchet.core.tool import ToolCall, ToolError
+from ratchet.core.trajectory import Trajectory
+from ratchet.core.verdict import Verdict
 
 OPS = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
 
@@ -130,6 +132,9 @@ def _check(task: Task, world: None, answer: str | None) -> Verdict:
     submitted = _number(answer)
     if submitted is None:
         return Verdict.of(False, f"the answer {answer!r} is not a number")
+    if not math.isfinite(submitted):
+        # nan compares false with everything, so a tolerance check alone would pass it.
+        return Verdict.of(False, f"the answer {answer.strip()!r} is not a finite number")
     if abs(submitted - expected) > 1e-9:
         return Verdict.of(False, f"submitted {answer.strip()}, which is not the correct value")
     return Verdict.of(True, "correct")
@@ -209,8 +214,9 @@ env: SimpleEnv[None] = SimpleEnv(
     sample=_sample,
     build=lambda task: None,
     tools=_tools,
-    check=_check,
-    solve=_solve,
+    verify=_check,
+    oracle=_solve,
     max_difficulty=5,
-    relabel=relabel,
+    version="2",
+    describe=relabel,
 )

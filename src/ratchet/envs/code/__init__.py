@@ -13,23 +13,27 @@ import ast
 import functools
 import json
 import random
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ratchet.env import FINISH, SimpleEnv
+from ratchet.core.env import FINISH, SimpleEnv
+from ratchet.core.task import Task, TaskSpec
+from ratchet.core.tool import ToolCall, ToolError
+from ratchet.core.trajectory import Trajectory
+from ratchet.core.verdict import Verdict
 from ratchet.envs.code.families import BY_NAME, FAMILIES, Args, Family, Params
 from ratchet.sandbox import Limits, Sandbox, SandboxResult
-from ratchet.task import Task, TaskSpec
-from ratchet.tool import ToolCall, ToolError
-from ratchet.trajectory import Trajectory
-from ratchet.verdict import Verdict
+from ratchet.sandbox.workspace import WorkspacePathError, entry, read_bytes, write_bytes
 
 SOLUTION = "solution.py"
 RUN_LIMITS = Limits(cpu_s=2, memory_mb=512, processes=8, timeout_s=5.0, output_bytes=65_536)
-_VISIBLE, _HIDDEN = 3, 12
+_VISIBLE, _HIDDEN, _EDGES = 3, 12, 4
+_MAX_EXTRA_DRAWS = 500
 _PROBE_SEED = 0
 _MAX_SOLUTION_CHARS = 20_000
+_MAX_READ_BYTES = 4 * _MAX_SOLUTION_CHARS
 _MARK = "@@ratchet-results@@"
 # Values are compared in a canonical, type-tagged form so that True != 1 and (1,) != [1].
 _CANON = """
@@ -107,6 +111,28 @@ def expected(family: Family, params: Params, cases: list[Args]) -> list[Any]:
     namespace: dict[str, Any] = {}
     exec(family.reference("reference", params), namespace)
     return [canon(namespace["reference"](*json.loads(json.dumps(args)))) for args in cases]
+
+
+def hidden_cases(family: Family, params: Params, seed: int) -> list[Args]:
+    """Return the hidden test inputs of a task, drawn from ``seed``.
+
+    Random draws, then the family's edge cases, then, while every expected output is the
+    same, more draws until one differs: a function returning a constant never passes.
+    """
+    rng = random.Random(seed)
+    cases = [family.inputs(rng) for _ in range(_HIDDEN)]
+    if family.edge_inputs is not None:
+        cases += [family.edge_inputs(rng) for _ in range(_EDGES)]
+    outputs = {json.dumps(out) for out in expected(family, params, cases)}
+    for _ in range(_MAX_EXTRA_DRAWS):
+        if len(outputs) > 1:
+            break
+        case = family.inputs(rng)
+        output = json.dumps(expected(family, params, [case])[0])
+        if output not in outputs:
+            cases.append(case)
+            outputs.add(output)
+    return cases
 
 
 def run_cases(sandbox: Sandbox, fn: str, cases: list[Args]) -> Outcome:
@@ -194,7 +220,10 @@ def _tools(world: CodeWorld, task: Task) -> list[Callable[..., str]]:
         """
         if len(code) > _MAX_SOLUTION_CHARS:
             raise ToolError(f"the solution is longer than {_MAX_SOLUTION_CHARS} characters")
-        (world.sandbox.root / SOLUTION).write_text(code)
+        try:
+            write_bytes(world.sandbox.root, SOLUTION, code.encode())
+        except WorkspacePathError as exc:
+            raise ToolError(str(exc)) from None
         try:
             ast.parse(code)
         except SyntaxError as exc:
@@ -203,15 +232,17 @@ def _tools(world: CodeWorld, task: Task) -> list[Callable[..., str]]:
 
     def read_solution() -> str:
         """Return the current content of solution.py."""
-        path = world.sandbox.root / SOLUTION
-        if not path.is_file():
-            raise ToolError(f"{SOLUTION} does not exist yet; write it with write_solution")
-        return path.read_text(errors="replace")
+        _require_solution(world)
+        try:
+            data = read_bytes(world.sandbox.root, SOLUTION, _MAX_READ_BYTES + 1)
+        except WorkspacePathError as exc:
+            raise ToolError(str(exc)) from None
+        text = data[:_MAX_READ_BYTES].decode(errors="replace")
+        return text + "\n[truncated]" if len(data) > _MAX_READ_BYTES else text
 
     def run_tests() -> str:
         """Run the visible examples against solution.py in the sandbox and report each result."""
-        if not (world.sandbox.root / SOLUTION).is_file():
-            raise ToolError(f"{SOLUTION} does not exist yet; write it with write_solution")
+        _require_solution(world)
         cases = family_cases(family, task.params["test_seed"], _VISIBLE)
         outcome = run_cases(world.sandbox, fn, cases)
         wanted = expected(family, params, cases)
@@ -235,11 +266,28 @@ def _tools(world: CodeWorld, task: Task) -> list[Callable[..., str]]:
     return [write_solution, read_solution, run_tests]
 
 
+def _require_solution(world: CodeWorld) -> None:
+    problem = _solution_problem(world)
+    if problem:
+        raise ToolError(problem)
+
+
+def _solution_problem(world: CodeWorld) -> str | None:
+    """Why the workspace holds no regular ``solution.py`` file, or ``None`` if it does."""
+    found = entry(world.sandbox.root, SOLUTION)
+    if found is None:
+        return f"{SOLUTION} does not exist yet; write it with write_solution"
+    if not stat.S_ISREG(found.st_mode):
+        return f"{SOLUTION} is not a regular file (links are not followed); write it again"
+    return None
+
+
 def _check(task: Task, world: CodeWorld, answer: str | None) -> Verdict:
-    if not (world.sandbox.root / SOLUTION).is_file():
-        return Verdict.of(False, f"no {SOLUTION} was written", hidden_passed=0.0)
+    problem = _solution_problem(world)
+    if problem:
+        return Verdict.of(False, problem, hidden_passed=0.0)
     family = BY_NAME[task.params["family"]]
-    cases = family_cases(family, task.params["test_seed"] + 1, _HIDDEN)
+    cases = hidden_cases(family, task.params["params"], task.params["test_seed"] + 1)
     outcome = run_cases(world.sandbox, task.params["fn"], cases)
     wanted = expected(family, task.params["params"], cases)
     passed = sum(r.get("value") == w for r, w in zip(outcome.results, wanted, strict=True))
@@ -279,7 +327,7 @@ def _relabel(trajectory: Trajectory) -> TaskSpec | None:
         return None
     seed = trajectory.task.seed
     with Sandbox(RUN_LIMITS) as sandbox:
-        (sandbox.root / SOLUTION).write_text(code)
+        write_bytes(sandbox.root, SOLUTION, code.encode())
         for fn in defined:
             found = _match(sandbox, fn)
             if found is not None:
@@ -329,10 +377,10 @@ env: SimpleEnv[tuple[CodeWorld, Task]] = SimpleEnv(
     sample=_sample,
     build=lambda task: (_build(task), task),
     tools=lambda state: _tools(*state),
-    check=lambda task, state, answer: _check(task, state[0], answer),
-    solve=_solve,
+    verify=lambda task, state, answer: _check(task, state[0], answer),
+    oracle=_solve,
     max_difficulty=5,
-    version="2",
+    version="3",
     teardown=lambda state: _teardown(state[0]),
-    relabel=_relabel,
+    describe=_relabel,
 )

@@ -31,6 +31,8 @@ class Family:
         spec: What the function must do, from the parameters.
         body: The reference function's body (indented), from the parameters.
         inputs: Draws one argument list.
+        edge_inputs: Draws inputs the hidden tests add because ``inputs`` rarely produces
+            them (balanced brackets, say), so a constant or trivial answer cannot pass.
     """
 
     name: str
@@ -41,6 +43,7 @@ class Family:
     spec: Callable[[Params], str]
     body: Callable[[Params], str]
     inputs: Callable[[random.Random], Args]
+    edge_inputs: Callable[[random.Random], Args] | None = None
 
     def reference(self, fn: str, params: Params) -> str:
         """Return the reference implementation's source."""
@@ -63,6 +66,21 @@ def _text(rng: random.Random) -> str:
 
 def _brackets(rng: random.Random) -> Args:
     return ["".join(rng.choices("()[]{}<>ab", k=rng.randint(0, 10)))]
+
+
+def _nested_brackets(rng: random.Random) -> Args:
+    """A properly nested bracket string with stray letters, half the time with two swapped."""
+    text = ""
+    for _ in range(rng.randint(1, 5)):
+        opening, closing = rng.choice(("()", "[]", "{}", "<>"))
+        text = opening + text + closing if rng.random() < 0.5 else text + opening + closing
+    chars = list(text)
+    for _ in range(rng.randint(0, 2)):
+        chars.insert(rng.randint(0, len(chars)), rng.choice("ab"))
+    if rng.random() < 0.5:
+        i, j = rng.randrange(len(chars)), rng.randrange(len(chars))
+        chars[i], chars[j] = chars[j], chars[i]
+    return ["".join(chars)]
 
 
 def _runs(rng: random.Random) -> Args:
@@ -263,6 +281,7 @@ FAMILIES: tuple[Family, ...] = (
         "            if not stack or stack.pop() != pairs[c]:\n                return False\n"
         "    return not stack",
         _brackets,
+        _nested_brackets,
     ),
     Family(
         "longest_run", "algorithm", ("longest_run", "longest_streak", "run_length_max"),

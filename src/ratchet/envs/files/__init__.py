@@ -11,7 +11,7 @@ gone, every other starting file untouched, and, for questions, the facts in the 
 
 from __future__ import annotations
 
-from ratchet.env import SimpleEnv
+from ratchet.core.env import SimpleEnv
 from ratchet.envs.files.relabel import relabel
 from ratchet.envs.files.tasks import MAX_DIFFICULTY, sample
 from ratchet.envs.files.tools import tools
@@ -24,12 +24,12 @@ env: SimpleEnv[FilesWorld] = SimpleEnv(
     sample=sample,
     build=build,
     tools=tools,
-    check=check,
-    solve=oracle,
+    verify=check,
+    oracle=oracle,
     max_difficulty=MAX_DIFFICULTY,
-    version="2",
+    version="3",
     teardown=teardown,
-    relabel=relabel,
+    describe=relabel,
 )
 
 __all__ = ["FilesWorld", "env"]

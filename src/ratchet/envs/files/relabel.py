@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ratchet.env import FINISH
+from ratchet.core.env import FINISH
+from ratchet.core.task import TaskSpec
+from ratchet.core.tool import Tool
 from ratchet.envs.files.tasks import MAX_DIFFICULTY, Draw, lookup_task, task_params
 from ratchet.envs.files.tools import tools
 from ratchet.envs.files.verify import answer_parts
 from ratchet.envs.files.workspace import build
 from ratchet.envs.files.world import config_values
-from ratchet.task import TaskSpec
-from ratchet.tool import Tool
 
 if TYPE_CHECKING:
-    from ratchet.trajectory import Trajectory
+    from ratchet.core.trajectory import Trajectory
 
 _MAX_WRITTEN_CHARS = 1500
 
@@ -51,21 +51,26 @@ def relabel(trajectory: Trajectory) -> TaskSpec | None:
     return _changes(found, before, after) or _values_read(found, trajectory)
 
 
-def _changes(found: Draw, before: dict[str, bytes], after: dict[str, bytes]) -> TaskSpec | None:
+def _changes(
+    found: Draw, before: dict[str, bytes | None], after: dict[str, bytes | None]
+) -> TaskSpec | None:
     removed = sorted(p for p in before if p not in after)
     changed = sorted(p for p in after if before.get(p) != after[p])
     moves, deletes, writes = [], [], []
+    expect: dict[str, Any] = {}
     for path in removed:
-        dest = next((p for p in changed if p not in before and after[p] == before[path]), None)
-        if dest is not None:
-            changed.remove(dest)
-            moves.append([path, dest])
-        else:
+        content = before[path]
+        dest = next((p for p in changed if p not in before and after[p] == content), None)
+        if dest is None or content is None:
             deletes.append(path)
-    expect: dict[str, Any] = {dest: {"text": before[src].decode()} for src, dest in moves}
+            continue
+        changed.remove(dest)
+        moves.append([path, dest])
+        expect[dest] = {"text": content.decode()}
     for path in changed:
+        data = after[path]
         try:
-            text = after[path].decode()
+            text = data.decode() if data is not None else ""
         except UnicodeDecodeError:
             continue
         if 0 < len(text) <= _MAX_WRITTEN_CHARS and text.strip():

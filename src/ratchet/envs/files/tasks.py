@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ratchet.core.task import TaskSpec
 from ratchet.envs.files.world import Workspace, config_values, csv_rows, generate
-from ratchet.task import TaskSpec
 
 FAMILIES = ("lookup", "find", "count", "extract", "transform", "reorganise")
 MAX_DIFFICULTY = 5

@@ -1,23 +1,36 @@
 """The agent's tools over a files workspace.
 
 Arguments that name a file the workspace started with (to read, delete or move) or a folder
-(to list or search) accept only those names; paths to write and destinations are free.
+(to list or search) accept only those names; paths to write and destinations are free. No tool
+follows a link, and every read is bounded.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
+from ratchet.core.tool import ToolError
 from ratchet.envs.choices import closed
-from ratchet.envs.files.workspace import FilesWorld
+from ratchet.envs.files.workspace import MAX_FILE_BYTES, MAX_TOTAL_BYTES, FilesWorld
 from ratchet.envs.files.world import config_values, ini_values, json_values
-from ratchet.tool import ToolError
+from ratchet.sandbox.workspace import (
+    WorkspacePathError,
+    clean_path,
+    entry,
+    read_bytes,
+    remove,
+    rename,
+    walk,
+    write_bytes,
+)
 
 _MAX_READ_CHARS = 20_000
 _MAX_MATCHES = 100
+_MAX_LISTED = 500
 
 
 def tools(world: FilesWorld) -> list[Callable[..., str]]:
@@ -33,16 +46,15 @@ def tools(world: FilesWorld) -> list[Callable[..., str]]:
         Args:
             path: Folder relative to the workspace ('.' for all of it).
         """
-        folder = world.resolve(path)
-        if not folder.is_dir():
-            raise ToolError(f"{path!r} is not a folder")
         lines = []
-        for directory, dirs, names in os.walk(folder):
-            dirs.sort()
-            for name in sorted(names):
-                full = Path(directory) / name
-                size = full.stat().st_size if full.exists() else 0
-                lines.append(f"{full.relative_to(world.root).as_posix()} ({size} bytes)")
+        for name, info in _walk(world, path):
+            if stat.S_ISREG(info.st_mode):
+                lines.append(f"{name} ({info.st_size} bytes)")
+            else:
+                lines.append(f"{name} ({'link' if stat.S_ISLNK(info.st_mode) else 'special'})")
+            if len(lines) == _MAX_LISTED:
+                lines.append(f"[listing stopped at {_MAX_LISTED} entries]")
+                break
         return "\n".join(lines) if lines else "(no files)"
 
     def read_file(path: str) -> str:
@@ -51,10 +63,7 @@ def tools(world: FilesWorld) -> list[Callable[..., str]]:
         Args:
             path: File path relative to the workspace.
         """
-        target = world.resolve(path)
-        if not target.is_file():
-            raise ToolError(f"no such file: {path!r}")
-        text = target.read_bytes().decode("utf-8", "replace")
+        text = _read(world, path, 4 * _MAX_READ_CHARS).decode("utf-8", "replace")
         if len(text) > _MAX_READ_CHARS:
             return text[:_MAX_READ_CHARS] + f"\n[truncated at {_MAX_READ_CHARS} characters]"
         return text
@@ -78,12 +87,12 @@ def tools(world: FilesWorld) -> list[Callable[..., str]]:
             path: File path relative to the workspace.
             content: The full new content of the file.
         """
-        target = world.resolve(path)
-        if target.is_dir():
-            raise ToolError(f"{path!r} is a folder")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(content)
-        return f"wrote {len(content)} characters to {target.relative_to(world.root).as_posix()}"
+        target = _clean(path)
+        try:
+            write_bytes(world.root, target, content.encode())
+        except (WorkspacePathError, OSError) as exc:
+            raise ToolError(_reason(exc, path)) from None
+        return f"wrote {len(content)} characters to {target}"
 
     def move_file(source: str, destination: str) -> str:
         """Move or rename a file; a destination ending in '/' or naming a folder keeps the name.
@@ -92,18 +101,22 @@ def tools(world: FilesWorld) -> list[Callable[..., str]]:
             source: Existing file path relative to the workspace.
             destination: New path, or a folder to move the file into.
         """
-        origin = world.resolve(source)
-        if not origin.is_file():
+        origin = _clean(source)
+        found = _entry(world, origin)
+        if found is None or not stat.S_ISREG(found.st_mode):
             raise ToolError(f"no such file: {source!r}")
-        target = world.resolve(destination)
-        if destination.endswith("/") or target.is_dir():
-            target = target / origin.name
-        if target.exists():
-            raise ToolError(f"{destination!r} already exists; delete it first")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        origin.rename(target)
-        moved = target.relative_to(world.root).as_posix()
-        return f"moved {origin.relative_to(world.root).as_posix()} to {moved}"
+        target = _clean(destination)
+        folder = _entry(world, target)
+        if destination.rstrip().endswith("/") or (folder and stat.S_ISDIR(folder.st_mode)):
+            name = origin.rsplit("/", 1)[-1]
+            target = name if target == "." else f"{target}/{name}"
+        if _entry(world, target) is not None:
+            raise ToolError(f"{target!r} already exists; delete it first")
+        try:
+            rename(world.root, origin, target)
+        except (WorkspacePathError, OSError) as exc:
+            raise ToolError(_reason(exc, destination)) from None
+        return f"moved {origin} to {target}"
 
     def delete_file(path: str) -> str:
         """Delete a file.
@@ -111,11 +124,15 @@ def tools(world: FilesWorld) -> list[Callable[..., str]]:
         Args:
             path: File path relative to the workspace.
         """
-        target = world.resolve(path)
-        if not target.is_file():
+        target = _clean(path)
+        found = _entry(world, target)
+        if found is None or stat.S_ISDIR(found.st_mode):
             raise ToolError(f"no such file: {path!r} (folders cannot be deleted)")
-        target.unlink()
-        return f"deleted {target.relative_to(world.root).as_posix()}"
+        try:
+            remove(world.root, target)
+        except (WorkspacePathError, OSError) as exc:
+            raise ToolError(_reason(exc, path)) from None
+        return f"deleted {target}"
 
     def search(pattern: str, path: str = ".") -> str:
         """Find lines matching a regular expression in the files under a folder (like grep -rn).
@@ -163,15 +180,64 @@ def _search(world: FilesWorld, pattern: str, path: str) -> str:
         regex = re.compile(pattern)
     except re.error as exc:
         raise ToolError(f"bad regular expression {pattern!r}: {exc}") from None
-    base = world.resolve(path)
-    found = sorted(p for p in ([base] if base.is_file() else base.rglob("*")) if p.is_file())
-    matches = []
-    for file in found:
-        rel = file.relative_to(world.root).as_posix()
-        text = file.read_bytes().decode("utf-8", "replace")
-        for number, line in enumerate(text.splitlines(), 1):
+    base = _clean(path)
+    found = _entry(world, base)
+    if found is not None and stat.S_ISREG(found.st_mode):
+        files = [base]
+    else:
+        files = [name for name, info in _walk(world, base) if stat.S_ISREG(info.st_mode)]
+    matches: list[str] = []
+    budget = MAX_TOTAL_BYTES
+    for name in files:
+        if budget <= 0:
+            break
+        data = _read(world, name, min(MAX_FILE_BYTES, budget))
+        budget -= len(data)
+        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
             if regex.search(line):
-                matches.append(f"{rel}:{number}: {line}")
+                matches.append(f"{name}:{number}: {line}")
     if len(matches) > _MAX_MATCHES:
         return "\n".join([*matches[:_MAX_MATCHES], f"[{len(matches)} matches, first shown]"])
     return "\n".join(matches) if matches else "no matches"
+
+
+def _clean(path: str) -> str:
+    try:
+        return clean_path(path)
+    except WorkspacePathError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def _entry(world: FilesWorld, path: str) -> os.stat_result | None:
+    try:
+        return entry(world.root, path)
+    except (WorkspacePathError, OSError) as exc:
+        raise ToolError(_reason(exc, path)) from None
+
+
+def _walk(world: FilesWorld, path: str) -> list[tuple[str, os.stat_result]]:
+    try:
+        return list(walk(world.root, _clean(path)))
+    except FileNotFoundError:
+        raise ToolError(f"no such folder: {path!r}") from None
+    except (WorkspacePathError, OSError) as exc:
+        raise ToolError(_reason(exc, path)) from None
+
+
+def _read(world: FilesWorld, path: str, limit: int) -> bytes:
+    try:
+        return read_bytes(world.root, _clean(path), limit)
+    except FileNotFoundError:
+        raise ToolError(f"no such file: {path!r}") from None
+    except (WorkspacePathError, OSError) as exc:
+        raise ToolError(_reason(exc, path)) from None
+
+
+def _reason(exc: Exception, path: str) -> str:
+    if isinstance(exc, WorkspacePathError):
+        return str(exc)
+    if isinstance(exc, FileNotFoundError):
+        return f"no such file: {path!r}"
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{path!r}: {exc.strerror.lower()}"
+    return f"{path!r}: {exc}"

@@ -6,10 +6,11 @@ import json
 import re
 from typing import Any
 
+from ratchet.core.task import Task
+from ratchet.core.tool import ToolCall
+from ratchet.core.verdict import Verdict
+from ratchet.envs.files.answer import MAX_ANSWER_CHARS, answer_problems
 from ratchet.envs.files.workspace import FilesWorld
-from ratchet.task import Task
-from ratchet.tool import ToolCall
-from ratchet.verdict import Verdict
 
 _SEPARATORS = re.compile(r"\s*(?:[,;\n]|\band\b)\s*", flags=re.IGNORECASE)
 
@@ -18,16 +19,10 @@ def check(task: Task, world: FilesWorld, answer: str | None) -> Verdict:
     """Judge the workspace ``world`` was left in, and ``answer``, against ``task``'s params."""
     params = task.params
     problems = _state_problems(task, world)
-    if params["answer"]:
-        if answer is None:
-            problems.append("no final answer was given")
-        elif params["exact"]:
-            if answer_parts(answer) != [fact.lower() for fact in params["answer"]]:
-                problems.append("the final answer is not exactly the value(s) asked for")
-        else:
-            missing = [fact for fact in params["answer"] if not _states(answer, fact)]
-            if missing:
-                problems.append(f"the final answer does not state {', '.join(missing)}")
+    if params.get("exact") and params["answer"]:
+        problems += _exact_problems(answer, params["answer"])
+    else:
+        problems += answer_problems(answer, params["answer"])
     total = len(params["expect"]) + len(params["absent"]) + len(params["answer"])
     return Verdict.of(
         not problems,
@@ -35,6 +30,16 @@ def check(task: Task, world: FilesWorld, answer: str | None) -> Verdict:
         problems=float(len(problems)),
         requirements=float(total),
     )
+
+
+def _exact_problems(answer: str | None, facts: list[str]) -> list[str]:
+    if answer is None:
+        return ["no final answer was given"]
+    if len(answer) > MAX_ANSWER_CHARS:
+        return [f"the final answer is over {MAX_ANSWER_CHARS} characters; state the facts briefly"]
+    if answer_parts(answer) != [fact.lower() for fact in facts]:
+        return ["the final answer is not exactly the value(s) asked for"]
+    return []
 
 
 def answer_parts(answer: str) -> list[str]:
@@ -69,9 +74,10 @@ def _state_problems(task: Task, world: FilesWorld) -> list[str]:
     files = world.snapshot()
     problems = []
     for path, want in params["expect"].items():
+        data = files.get(path)
         if path not in files:
             problems.append(f"{path} is missing")
-        elif not _matches(files[path], want):
+        elif data is None or not _matches(data, want):
             problems.append(f"{path} does not have the expected content")
     problems += [f"{path} should be gone" for path in params["absent"] if path in files]
     if params["keep"]:
@@ -94,8 +100,3 @@ def _matches(data: bytes, want: dict[str, Any]) -> bool:
 
 def _normalise(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
-
-
-def _states(answer: str, fact: str) -> bool:
-    pattern = rf"(?<![\w./-]){re.escape(fact)}(?![\w/-])"
-    return re.search(pattern, answer, flags=re.IGNORECASE) is not None

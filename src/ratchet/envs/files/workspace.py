@@ -1,18 +1,33 @@
-"""One episode's workspace: a sandbox filled with the generated files of a task's seed."""
+"""One episode's workspace: a sandbox filled with the generated files of a task's seed.
+
+Everything the host reads from a workspace the agent controls goes through
+:mod:`ratchet.sandbox.workspace`: no link is followed, and reads are bounded per file and in
+total.
+"""
 
 from __future__ import annotations
 
-import os
-import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from ratchet.core.task import Task
 from ratchet.envs.files.world import Workspace, generate
 from ratchet.sandbox import Limits, Sandbox
-from ratchet.task import Task
-from ratchet.tool import ToolError
+from ratchet.sandbox.workspace import read_bytes, walk, write_bytes
 
-RUN_LIMITS = Limits(cpu_s=2, memory_mb=512, processes=32, timeout_s=5.0, output_bytes=16_384)
+# 32 processes of 512 MB each would be 16 GB; the total cap keeps a pipeline of memory hogs
+# from taking the host's memory.
+RUN_LIMITS = Limits(
+    cpu_s=2,
+    memory_mb=512,
+    processes=32,
+    timeout_s=5.0,
+    output_bytes=16_384,
+    total_memory_mb=768,
+)
+MAX_FILE_BYTES = 1 << 20
+MAX_TOTAL_BYTES = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -32,30 +47,23 @@ class FilesWorld:
         """The workspace directory."""
         return self.sandbox.root
 
-    def resolve(self, path: str) -> Path:
-        """Map a workspace-relative path to a host path, refusing anything outside.
+    def snapshot(self) -> dict[str, bytes | None]:
+        """Return every regular file in the workspace (relative path to bytes).
 
-        Raises:
-            ToolError: For absolute paths, ``..`` components, or links leading outside.
+        Links are left out. A file over 1 MiB, or beyond 32 MiB read in all, maps to ``None``:
+        it was not read and matches no expected content.
         """
-        cleaned = path.strip()
-        if cleaned.startswith(("/", "~")) or re.match(r"^[A-Za-z]:", cleaned):
-            raise ToolError(f"{path!r}: use a path relative to the workspace, e.g. 'logs/x.log'")
-        if ".." in Path(cleaned).parts:
-            raise ToolError(f"{path!r}: '..' is not allowed; paths stay inside the workspace")
-        real = Path(os.path.realpath(self.root / cleaned))
-        if real != self.root and self.root not in real.parents:
-            raise ToolError(f"{path!r} leads outside the workspace")
-        return real
-
-    def snapshot(self) -> dict[str, bytes]:
-        """Return every regular file in the workspace (relative path to bytes)."""
-        files = {}
-        for directory, _, names in os.walk(self.root):
-            for name in names:
-                full = Path(directory) / name
-                if full.is_file() and not full.is_symlink():
-                    files[full.relative_to(self.root).as_posix()] = full.read_bytes()
+        files: dict[str, bytes | None] = {}
+        budget = MAX_TOTAL_BYTES
+        for path, info in walk(self.root):
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            if info.st_size > min(MAX_FILE_BYTES, budget):
+                files[path] = None
+                continue
+            data = read_bytes(self.root, path, MAX_FILE_BYTES + 1)
+            budget -= len(data)
+            files[path] = data if len(data) <= MAX_FILE_BYTES else None
         return files
 
 
@@ -66,9 +74,7 @@ def build(task: Task) -> FilesWorld:
     world = FilesWorld(Sandbox(RUN_LIMITS), start)
     try:
         for path, content in start.files.items():
-            target = world.root / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(content)
+            write_bytes(world.root, path, content.encode())
     except BaseException:
         world.sandbox.close()
         raise

@@ -11,16 +11,16 @@ the answer passed to ``finish``.
 
 from __future__ import annotations
 
-from ratchet.env import FINISH, SimpleEnv
+from ratchet.core.env import FINISH, SimpleEnv
+from ratchet.core.task import Task, TaskSpec
+from ratchet.core.tool import ToolCall, ToolError, tools_from
+from ratchet.core.trajectory import Trajectory
+from ratchet.core.verdict import Verdict
 from ratchet.envs.grid.generate import MAX_DIFFICULTY, difficulty_of, sample
 from ratchet.envs.grid.goals import Goal, goal_to_params, instruction, judge
 from ratchet.envs.grid.plan import shortest_plan
 from ratchet.envs.grid.tools import World, build, tools
 from ratchet.envs.grid.world import HELD, RECIPES, recipe_book
-from ratchet.task import Task, TaskSpec
-from ratchet.tool import ToolCall, ToolError, tools_from
-from ratchet.trajectory import Trajectory
-from ratchet.verdict import Verdict
 
 NAME = "grid"
 POLICY = (
@@ -104,12 +104,12 @@ env: SimpleEnv[World] = SimpleEnv(
     sample=sample,
     build=build,
     tools=tools,
-    check=_check,
-    solve=_solve,
+    verify=_check,
+    oracle=_solve,
     policy=POLICY,
     max_difficulty=MAX_DIFFICULTY,
     version="2",
-    relabel=_relabel,
+    describe=_relabel,
 )
 
 __all__ = ["POLICY", "env"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from ratchet.core.task import TaskSpec
 from ratchet.envs.grid.goals import GoalKind, goal_from_params, instruction
 from ratchet.envs.grid.plan import shortest_plan
 from ratchet.envs.grid.world import (
@@ -23,7 +24,6 @@ from ratchet.envs.grid.world import (
     ingredients,
     parse,
 )
-from ratchet.task import TaskSpec
 
 MAX_DIFFICULTY = 10
 _GRID_SIDE = 3

@@ -3,8 +3,8 @@
 A world is a :class:`Layout` (what never changes: rooms, doors, locks, which items exist) and a
 :class:`State` (what actions change: where the agent stands, where each item is, which doors
 are unlocked). One pure function per action maps a state to the next or raises
-:class:`~ratchet.tool.ToolError`; the agent's tools and the planner both go through them, so the
-oracle's plan obeys exactly the rules the agent does.
+:class:`~ratchet.core.tool.ToolError`; the agent's tools and the planner both go through them,
+so the oracle's plan obeys exactly the rules the agent does.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from ratchet.tool import ToolError
+from ratchet.core.tool import ToolError
 
 HELD = -1
 """Place code of an item in the agent's inventory."""

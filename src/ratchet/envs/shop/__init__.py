@@ -10,16 +10,16 @@ violation. See ``docs/envs/shop.md``.
 
 from __future__ import annotations
 
-from ratchet.env import SimpleEnv
+from ratchet.core.env import SimpleEnv
+from ratchet.core.task import Task
+from ratchet.core.tool import ToolCall
+from ratchet.core.verdict import Verdict
 from ratchet.envs.shop.db import store
 from ratchet.envs.shop.oracle import oracle_calls
 from ratchet.envs.shop.relabel import relabel
 from ratchet.envs.shop.tasks import MAX_DIFFICULTY, sample
 from ratchet.envs.shop.tools import POLICY, World, make_tools
 from ratchet.envs.shop.verify import judge
-from ratchet.task import Task
-from ratchet.tool import ToolCall
-from ratchet.verdict import Verdict
 
 
 def _build(task: Task) -> World:
@@ -44,13 +44,13 @@ env: SimpleEnv[World] = SimpleEnv(
     sample=sample,
     build=_build,
     tools=make_tools,
-    check=_check,
-    solve=_solve,
+    verify=_check,
+    oracle=_solve,
     policy=POLICY,
     max_difficulty=MAX_DIFFICULTY,
-    version="2",
+    version="3",
     teardown=World.close,
-    relabel=relabel,
+    describe=relabel,
 )
 
 __all__ = ["POLICY", "World", "env"]

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ratchet.core.tool import ToolCall
 from ratchet.envs.shop.db import Store, store
 from ratchet.envs.shop.verify import expected, gold_calls, lookup_call
-from ratchet.tool import ToolCall
 
 
 def oracle_calls(params: dict[str, Any], by_email: bool = True) -> list[ToolCall]:

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ratchet.env import FINISH
+from ratchet.core.env import FINISH
+from ratchet.core.task import TaskSpec
+from ratchet.core.tool import ToolError
 from ratchet.envs.shop.db import DB_SEEDS, Address, Store, store
 from ratchet.envs.shop.oracle import difficulty_of
 from ratchet.envs.shop.tasks import MAX_DIFFICULTY, family_of
 from ratchet.envs.shop.tools import VIOLATION, WRITE_TOOLS, normalise_address, order_key
 from ratchet.envs.shop.verify import expected, unstated
 from ratchet.envs.shop.wording import Fact, render
-from ratchet.task import TaskSpec
-from ratchet.tool import ToolError
 
 if TYPE_CHECKING:
-    from ratchet.trajectory import Trajectory
+    from ratchet.core.trajectory import Trajectory
 
 _ADDRESS_FIELDS = ("street", "city", "state", "zip_code")
 

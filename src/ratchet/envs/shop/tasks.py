@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ratchet.core.task import TaskSpec
 from ratchet.envs.shop.db import (
     CANCEL_REASONS,
     DB_SEEDS,
@@ -32,7 +33,6 @@ from ratchet.envs.shop.db import (
 )
 from ratchet.envs.shop.oracle import difficulty_of
 from ratchet.envs.shop.wording import Identify, render
-from ratchet.task import TaskSpec
 
 Write = dict[str, Any]
 Fact = dict[str, str]

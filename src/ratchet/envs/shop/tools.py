@@ -16,9 +16,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from ratchet.core.tool import ToolCall, ToolError
 from ratchet.envs.choices import closed
 from ratchet.envs.shop.db import FIRST_NAMES, LAST_NAMES, ZIPS, fresh_copy, money, store
-from ratchet.tool import ToolCall, ToolError
 
 POLICY = """\
 You are a customer-service agent for an online shop. Follow these rules:
@@ -34,7 +34,8 @@ You are a customer-service agent for an online shop. Follow these rules:
 5. Refunds go to the order's original payment method or to the customer's gift card.
 6. A delivered order that arrived late may have its shipping fee refunded, once.
 7. Attempting an action these rules forbid is a violation and fails the request.
-8. When the customer asks for information, state it in your final answer (finish)."""
+8. When the customer asks for information, state it in your final answer (finish): each
+   asked value once, with no alternatives and no other amounts or orders."""
 
 WRITE_TOOLS = (
     "cancel_order",

@@ -11,19 +11,22 @@ import functools
 import json
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
+from ratchet.core.tool import ToolCall
+from ratchet.core.verdict import Verdict
 from ratchet.envs.shop.db import STATUSES, money, store
 from ratchet.envs.shop.state import Delta, delta, differences, fingerprint
 from ratchet.envs.shop.tools import World, replay
-from ratchet.tool import ToolCall
-from ratchet.verdict import Verdict
 
 MAX_ANSWER_CHARS = 1000
 FEEDBACK_ROWS = 8
 
-_AMOUNT = re.compile(r"(?<![\w#.,])\$?(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d{2}))?(?![\d,])")
-_ORDER_ID = re.compile(r"#?\bW(\d{7})\b", re.IGNORECASE)
+# A number that is not part of a word or an id: "$1,234.50", "196.7", "45". A decimal point
+# must be followed by digits to belong to the number (not a full stop).
+_AMOUNT = re.compile(r"(?<![\w#.,])\$?(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\d,]|\.\d)")
+_ORDER_ID = re.compile(r"#?\bW(\d+)\b", re.IGNORECASE)
 _STATUS = re.compile(r"\b(" + "|".join(STATUSES) + r"|canceled)\b", re.IGNORECASE)
 
 
@@ -36,7 +39,7 @@ class FactValue:
         what: What was asked, for feedback (never the value).
         value: The value as the oracle states it.
         cents: The amount, for ``total`` and ``balance``.
-        ids: The order ids, for ``pending_orders``.
+        ids: The orders the fact is about: the pending ones, or the order of a status or total.
     """
 
     kind: str
@@ -118,7 +121,7 @@ def _facts(world: World, facts: list[dict[str, str]]) -> tuple[FactValue, ...]:
             assert order is not None
             if kind == "status":
                 what = f"the status of order {order['id']}"
-                values.append(FactValue(kind, what, order["status"]))
+                values.append(FactValue(kind, what, order["status"], ids=(order["id"],)))
             else:
                 items = world.one(
                     "SELECT COALESCE(SUM(price_cents), 0) AS c FROM order_items WHERE order_id = ?",
@@ -127,7 +130,7 @@ def _facts(world: World, facts: list[dict[str, str]]) -> tuple[FactValue, ...]:
                 assert items is not None
                 cents = items["c"] + order["shipping_cents"]
                 what = f"the total of order {order['id']}"
-                values.append(FactValue(kind, what, money(cents), cents=cents))
+                values.append(FactValue(kind, what, money(cents), cents, (order["id"],)))
         elif kind == "balance":
             method = world.one(
                 "SELECT balance_cents FROM payment_methods WHERE id = ?", fact["payment_method_id"]
@@ -145,31 +148,42 @@ def _facts(world: World, facts: list[dict[str, str]]) -> tuple[FactValue, ...]:
     return tuple(values)
 
 
-def unstated(answer: str, facts: tuple[FactValue, ...], own_orders: set[str]) -> list[str]:
-    """Return what the answer fails to state (or contradicts), one phrase per fact.
+def unstated(answer: str, facts: tuple[FactValue, ...], written: set[str]) -> list[str]:
+    """Return what the answer fails to state (or hedges), one phrase per fact.
 
-    A status counts only if the answer names no status that was not asked for, and a list of
-    pending orders only if it names none of the customer's other orders, so an answer that
-    lists every possibility states nothing.
+    Each asked value must be stated, and stated alone: a status counts only if the answer
+    names no status that was not asked for, an amount only if it names no other amount. When
+    the facts are about orders, naming an order id that none of them is about counts against
+    every fact; the orders the request changed (``written``) may be named too, except in an
+    answer that lists pending orders. So an answer that lists candidates ("$195.70, $196.70 or
+    $197.70") states nothing. Amounts may be written with or without ``$``, thousands
+    separators or trailing zeros ("196.7" states $196.70).
     """
-    amounts = {
-        int(whole.replace(",", "")) * 100 + int(cents or 0)
-        for whole, cents in _AMOUNT.findall(answer)
-    }
+    amounts = {_cents(whole, fraction) for whole, fraction in _AMOUNT.findall(answer)}
     statuses = {s.lower().replace("canceled", "cancelled") for s in _STATUS.findall(answer)}
     mentioned = {f"#W{digits}" for digits in _ORDER_ID.findall(answer)}
     wanted_statuses = {f.value for f in facts if f.kind == "status"}
+    wanted_amounts = {f.cents for f in facts if f.kind in ("total", "balance")}
+    about = {order for f in facts for order in f.ids}
+    lists_pending = any(f.kind == "pending_orders" for f in facts)
+    stray_orders = bool(about) and not mentioned <= about | (set() if lists_pending else written)
     missing = []
     for fact in facts:
         if fact.kind == "status":
             stated = fact.value in statuses and statuses <= wanted_statuses
         elif fact.kind == "pending_orders":
-            stated = set(fact.ids) <= mentioned and not (mentioned & own_orders) - set(fact.ids)
+            stated = set(fact.ids) <= mentioned
         else:
-            stated = fact.cents in amounts
-        if not stated:
+            stated = fact.cents in amounts and amounts <= wanted_amounts
+        if not stated or stray_orders:
             missing.append(fact.what)
     return missing
+
+
+def _cents(whole: str, fraction: str) -> int:
+    """The amount in cents, or -1 for a value that is no whole number of cents."""
+    value = Decimal(f"{whole.replace(',', '')}.{fraction or '0'}") * 100
+    return int(value) if value == value.to_integral_value() else -1
 
 
 def judge(params: dict[str, Any], world: World, answer: str | None) -> Verdict:
@@ -189,14 +203,14 @@ def judge(params: dict[str, Any], world: World, answer: str | None) -> Verdict:
     missing: list[str] = []
     if gold.facts:
         text = answer or ""
-        own = set(store(params["db_seed"]).customers[params["customer_id"]].order_ids)
+        written = {w["arguments"].get("order_id") for w in params["writes"]} - {None}
         if len(text) > MAX_ANSWER_CHARS:
             missing = [f.what for f in gold.facts]
             problems.append(
                 f"the answer is over {MAX_ANSWER_CHARS} characters; state facts briefly"
             )
         else:
-            missing = unstated(text, gold.facts, own)
+            missing = unstated(text, gold.facts, written)
             if missing:
                 problems.append("the final answer does not state " + ", ".join(missing))
     metrics = {

@@ -1,0 +1,90 @@
+"""``ratchet improve``: the self-improvement loop from the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ratchet.cli.options import (
+    BaseUrl,
+    EnvRef,
+    Quiet,
+    Threads,
+    build_config,
+    config_options,
+    console,
+    fail,
+    load_env,
+    load_model,
+    with_options,
+)
+from ratchet.cli.report import write_report
+from ratchet.engine.models import ModelError, cached_backends
+from ratchet.engine.rollout import progress_bars
+from ratchet.improve.config import ImproveConfig
+from ratchet.improve.loop import improve as run_improve
+
+
+@with_options(config_options(ImproveConfig, exclude=("env",)))
+def improve(
+    env_ref: EnvRef,
+    options: dict[str, Any],
+    base_url: BaseUrl = None,
+    threads: Threads = None,
+    out: Annotated[Path, typer.Option(help="Run directory.")] = Path("runs/improve"),
+    resume: Annotated[bool, typer.Option(help="Continue the run in --out.")] = False,
+    quiet: Quiet = False,
+) -> None:
+    """Improve an agent: practise, learn with levers, keep only what beats the incumbent.
+
+    Levers: exemplars (verified episodes as demonstrations), insights (rules from a
+    reflector), rft (LoRA fine-tuning on verified successes).
+    """
+    env = load_env(env_ref)
+    config = build_config(ImproveConfig, options, env=env_ref)
+    backends = cached_backends(lambda spec, adapter: load_model(spec, base_url, adapter, threads))
+    reflector = load_model(config.reflector, base_url, None, threads) if config.reflector else None
+    with progress_bars(enabled=not quiet) as progress:
+        try:
+            summary = run_improve(
+                config,
+                env,
+                out,
+                backends,
+                resume=resume,
+                reflector=reflector,
+                progress=progress,
+                log=lambda line: console.print(line, highlight=False),
+            )
+        except (ValueError, ModelError) as exc:
+            fail(str(exc))
+    _print_comparison(summary)
+    errors = summary["model_errors"]
+    if errors["count"]:
+        console.print(
+            f"[yellow]warning:[/] {errors['count']} episodes ended on a model error; "
+            f"first: {errors['first']}",
+            highlight=False,
+        )
+    console.print(f"summary: {out / 'summary.json'}")
+    console.print(f"report: {write_report(out)}")
+
+
+def _print_comparison(summary: dict[str, Any]) -> None:
+    base, final = summary["base"], summary["final"]
+    table = Table(
+        "test split",
+        "base",
+        f"final ({summary['final_version']})",
+        "change",
+        title=f"ratchet improve {summary['env']}",
+    )
+    for key in ("pass@1", "pass@k", "pass^k", "mean_score"):
+        change = final[key] - base[key]
+        table.add_row(key, f"{base[key]:.3f}", f"{final[key]:.3f}", f"{change:+.3f}")
+    console.print(table)
+    low, high = final["ci95"]
+    console.print(f"final pass@1 95% CI {low:.3f}-{high:.3f} ({final['ci_method']})")

@@ -1,0 +1,256 @@
+"""Command-line options derived from the library's config dataclasses, and shared helpers.
+
+A setting is declared once, as a field of a frozen config dataclass with its default and its
+``Attributes:`` docstring line; :func:`config_options` turns the fields (nested configs
+flattened) into typer options with that default and help text, and :func:`build_config` turns
+the parsed values back into the dataclass. So the CLI never restates a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import sqlite3
+import types
+import typing
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import docstring_parser
+import typer
+from rich.console import Console
+
+from ratchet.core.env import Env
+from ratchet.core.task import SPLITS, Split
+from ratchet.engine.models import Model, ModelError, make_model
+from ratchet.engine.store import StoreError
+from ratchet.envs.registry import EnvLoadError, UnknownEnvError, load_env_reference
+
+console = Console()
+errors = Console(stderr=True)
+
+C = TypeVar("C")
+F = TypeVar("F", bound=Callable[..., Any])
+
+_SCALARS = (int, float, str, bool)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print ``message`` as an error and exit with ``code`` (no traceback)."""
+    errors.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def load_env(reference: str) -> Env:
+    """Return the env named ``reference`` (a name, ``module:attr`` or ``file.py:attr``).
+
+    Exits with a message listing the known envs when there is none.
+    """
+    try:
+        return load_env_reference(reference)
+    except (UnknownEnvError, EnvLoadError) as exc:
+        fail(str(exc))
+
+
+def parse_split(value: str) -> Split:
+    """Return ``value`` as a split or exit with the allowed values."""
+    for split in SPLITS:
+        if value == split:
+            return split
+    fail(f"--split must be one of {', '.join(SPLITS)}; got {value!r}")
+
+
+def _docs(cls: type[Any]) -> dict[str, str]:
+    parsed = docstring_parser.parse(inspect.getdoc(cls) or "")
+    # Docstrings mark code with double backticks; a terminal shows them as noise.
+    return {
+        p.arg_name: " ".join((p.description or "").replace("``", "").split()) for p in parsed.params
+    }
+
+
+def _config_type(kind: Any) -> type[Any] | None:
+    """The dataclass inside ``kind`` (``X`` or ``X | None``), if it is a nested config."""
+    options = typing.get_args(kind) if isinstance(kind, types.UnionType) else (kind,)
+    found = [o for o in options if dataclasses.is_dataclass(o) and isinstance(o, type)]
+    return found[0] if found else None
+
+
+def _default(item: dataclasses.Field[Any]) -> Any:
+    if item.default is not dataclasses.MISSING:
+        return item.default
+    if item.default_factory is not dataclasses.MISSING:
+        return item.default_factory()
+    return inspect.Parameter.empty
+
+
+def _leaves(cls: type[Any], instance: Any = None) -> list[tuple[str, Any, Any, str]]:
+    """``(name, type, default, help)`` of each leaf field; nested configs are flattened."""
+    hints, docs = typing.get_type_hints(cls), _docs(cls)
+    leaves = []
+    for item in dataclasses.fields(cls):
+        value = getattr(instance, item.name) if instance is not None else _default(item)
+        nested = _config_type(hints[item.name])
+        if nested is None:
+            leaves.append((item.name, hints[item.name], value, docs.get(item.name, "")))
+        else:
+            leaves.extend(_leaves(nested, value if dataclasses.is_dataclass(value) else nested()))
+    return leaves
+
+
+def _option_type(kind: Any) -> Any:
+    """The typer type for a field type; tuples of strings become comma-separated text."""
+    if kind in _SCALARS:
+        return kind
+    args = typing.get_args(kind)
+    if typing.get_origin(kind) is tuple and args and args[0] is str:
+        return str
+    if isinstance(kind, types.UnionType) and type(None) in args:
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1 and inner[0] in _SCALARS:
+            return inner[0] | None
+    raise TypeError(f"no command-line option type for {kind!r}")
+
+
+def config_options(
+    cls: type[Any],
+    exclude: Collection[str] = (),
+    defaults: dict[str, Any] | None = None,
+    flags: dict[str, str] | None = None,
+) -> list[inspect.Parameter]:
+    """Typer options, one per leaf field of config dataclass ``cls`` (nested ones flattened).
+
+    Args:
+        cls: The config dataclass.
+        exclude: Field names not to offer (e.g. the ones a command sets itself).
+        defaults: Defaults that replace the dataclass's for this command.
+        flags: Flags other than ``--field-name`` (e.g. ``{"n": "-n"}``).
+    """
+    parameters = []
+    for name, kind, default, help_text in _leaves(cls):
+        if name in exclude:
+            continue
+        default = (defaults or {}).get(name, default)
+        if isinstance(default, tuple):
+            default = ",".join(default)
+        flag = (flags or {}).get(name, "--" + name.replace("_", "-"))
+        option = typer.Option(flag, help=help_text, show_default=True)
+        parameters.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=Annotated[_option_type(kind), option],
+                default=default,
+            )
+        )
+    return parameters
+
+
+def build_config(cls: type[C], values: dict[str, Any], **fixed: Any) -> C:
+    """Build config dataclass ``cls`` from flat option ``values`` and ``fixed`` fields.
+
+    Exits with a one-line message if the dataclass refuses a value.
+    """
+    hints = typing.get_type_hints(cls)
+    arguments: dict[str, Any] = dict(fixed)
+    for item in dataclasses.fields(typing.cast(Any, cls)):
+        nested = _config_type(hints[item.name])
+        if item.name in fixed:
+            continue
+        if nested is not None:
+            default = _default(item)
+            instance = default if dataclasses.is_dataclass(default) else nested()
+            arguments[item.name] = _rebuild(instance, values)
+        elif item.name in values:
+            value = values[item.name]
+            if typing.get_origin(hints[item.name]) is tuple and isinstance(value, str):
+                value = tuple(part.strip() for part in value.split(",") if part.strip())
+            arguments[item.name] = value
+    try:
+        return cls(**arguments)
+    except (TypeError, ValueError) as exc:
+        fail(str(exc))
+
+
+def _rebuild(instance: Any, values: dict[str, Any]) -> Any:
+    changes = {}
+    for item in dataclasses.fields(instance):
+        current = getattr(instance, item.name)
+        if dataclasses.is_dataclass(current) and not isinstance(current, type):
+            changes[item.name] = _rebuild(current, values)
+        elif item.name in values:
+            changes[item.name] = values[item.name]
+    return dataclasses.replace(instance, **changes)
+
+
+def with_options(parameters: list[inspect.Parameter]) -> Callable[[F], F]:
+    """Add ``parameters`` (from :func:`config_options`) to a command's signature.
+
+    The command receives them in a keyword argument ``options`` (a dict), so its own code
+    stays short whatever the config holds.
+    """
+
+    def decorate(command: F) -> F:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != "options"]
+        names = {p.name for p in parameters}
+
+        @functools.wraps(command)
+        def wrapper(**kwargs: Any) -> Any:
+            options = {k: v for k, v in kwargs.items() if k in names}
+            rest = {k: v for k, v in kwargs.items() if k not in names}
+            return command(options=options, **rest)
+
+        wrapper.__signature__ = signature.replace(parameters=[*own, *parameters])  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {}
+        return typing.cast(F, wrapper)
+
+    return decorate
+
+
+def friendly(command: F) -> F:
+    """Turn store, path and disk errors raised by ``command`` into one-line messages (exit 2)."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except StoreError as exc:
+            fail(str(exc))
+        except sqlite3.Error as exc:
+            fail(f"the store failed: {exc}")
+        except OSError as exc:
+            where = f": {exc.filename}" if exc.filename else ""
+            fail(f"{exc.strerror or exc}{where}")
+
+    return typing.cast(F, wrapper)
+
+
+def load_model(spec: str, base_url: str | None, adapter: Path | None, threads: int | None) -> Model:
+    """Build the backend ``spec`` or exit with a clear message."""
+    options: dict[str, object] = {}
+    if base_url:
+        options["base_url"] = base_url
+    if adapter is not None:
+        options["adapter"] = str(adapter)
+    if threads is not None and spec.startswith("local"):
+        options["threads"] = threads
+    try:
+        return make_model(spec, **options)
+    except (ModelError, ValueError, TypeError) as exc:
+        fail(str(exc))
+
+
+# Options several commands share, declared once.
+EnvRef = Annotated[
+    str,
+    typer.Argument(
+        metavar="ENV", help="Env name (e.g. calc), package.module:attr or path/to/file.py:attr."
+    ),
+]
+BaseUrl = Annotated[str | None, typer.Option(help="Server URL for openai models.")]
+Threads = Annotated[
+    int | None, typer.Option(min=1, help="Torch CPU threads of a local model (default: all cores).")
+]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]

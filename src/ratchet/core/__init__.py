@@ -1,0 +1,1 @@
+"""Core records and protocols: tasks, tools, verdicts, trajectories, envs, agents, memory."""

@@ -1,0 +1,153 @@
+"""Statistics every number in Ratchet goes through: intervals, paired tests, multiple testing.
+
+- Pass rates get a Wilson score interval, which stays honest at 0/n and n/n (a percentile
+  bootstrap collapses to ``[0, 0]`` there). With several samples per task the samples of one
+  task are not independent, so the interval is a task-clustered bootstrap; where every task has
+  the same outcome the bootstrap is degenerate too and the Wilson interval over tasks is used.
+- Two agents on the same tasks are compared by paired per-task differences and a one-sided
+  sign-flip permutation test (exact up to 16 non-zero differences).
+- Several candidates tested on one probe are corrected with Holm's step-down procedure.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+from collections import defaultdict
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+EXACT_MAX_TASKS = 16
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A confidence interval for a rate.
+
+    Attributes:
+        low: Lower end.
+        high: Upper end.
+        method: How it was computed: ``wilson``, ``cluster-bootstrap`` or
+            ``wilson-over-tasks`` (clustered samples that all agree).
+        level: Confidence level, e.g. 0.95.
+    """
+
+    low: float
+    high: float
+    method: str
+    level: float = 0.95
+
+
+def wilson(passes: float, n: int, level: float = 0.95, method: str = "wilson") -> Interval:
+    """Wilson score interval for ``passes`` successes out of ``n``.
+
+    Raises:
+        ValueError: If ``n`` is negative or ``passes`` is outside ``[0, n]``.
+    """
+    if n < 0 or not 0 <= passes <= max(n, 0):
+        raise ValueError(f"wilson needs 0 <= passes <= n; got {passes} of {n}")
+    if n == 0:
+        return Interval(0.0, 1.0, method, level)
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    p = passes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    low = 0.0 if passes == 0 else max(0.0, centre - spread)
+    high = 1.0 if passes == n else min(1.0, centre + spread)
+    return Interval(low, high, method, level)
+
+
+def pass_rate_interval(
+    outcomes: Sequence[Sequence[bool]], level: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> Interval:
+    """Interval for the mean per-task pass rate of ``outcomes`` (one list of samples per task).
+
+    One sample per task: Wilson. Several: a bootstrap that resamples whole tasks, or the
+    Wilson interval over tasks when every task's rate is the same 0 or 1.
+    """
+    groups = [list(g) for g in outcomes if g]
+    if not groups:
+        return Interval(0.0, 1.0, "wilson", level)
+    if all(len(g) == 1 for g in groups):
+        return wilson(sum(g[0] for g in groups), len(groups), level)
+    rates = [sum(g) / len(g) for g in groups]
+    if all(r == rates[0] for r in rates) and rates[0] in (0.0, 1.0):
+        return wilson(rates[0] * len(rates), len(rates), level, "wilson-over-tasks")
+    rng = random.Random(seed)
+    n = len(rates)
+    means = sorted(sum(rng.choices(rates, k=n)) / n for _ in range(resamples))
+    tail = (1 - level) / 2
+    low, high = means[int(tail * resamples)], means[int((1 - tail) * resamples) - 1]
+    return Interval(low, high, "cluster-bootstrap", level)
+
+
+Pair = tuple[str, int]
+
+
+def paired_differences(
+    before: Mapping[Pair, bool], after: Mapping[Pair, bool]
+) -> dict[Hashable, float]:
+    """Per-task mean difference ``after - before`` over episodes paired by ``(task, sample)``.
+
+    Raises:
+        ValueError: If the two do not cover the same, non-empty set of pairs.
+    """
+    if before.keys() != after.keys() or not before:
+        raise ValueError("paired comparison needs both sides on the same, non-empty pairs")
+    per_task: dict[Hashable, list[int]] = defaultdict(list)
+    for key, passed in before.items():
+        per_task[key[0]].append(int(after[key]) - int(passed))
+    return {task: sum(d) / len(d) for task, d in per_task.items()}
+
+
+def permutation_p_value(differences: Sequence[float], resamples: int, seed: int = 0) -> float:
+    """One-sided p-value that the mean of paired ``differences`` is this large by chance.
+
+    Under the null hypothesis each task's difference is as likely to have the opposite sign;
+    flipping signs generates the null distribution, exactly by enumeration for up to
+    :data:`EXACT_MAX_TASKS` non-zero differences, else by Monte Carlo with the conservative
+    ``(1 + hits) / (1 + resamples)``.
+    """
+    values = np.abs(np.asarray([d for d in differences if d != 0], dtype=float))
+    if values.size == 0:
+        return 1.0
+    observed = float(np.sum([d for d in differences if d != 0])) - 1e-12
+    if values.size <= EXACT_MAX_TASKS:
+        totals = _all_signs(values.size) @ values
+        return float(np.mean(totals >= observed))
+    signs = np.random.default_rng(seed).choice((-1.0, 1.0), size=(resamples, values.size))
+    hits = int(np.sum(signs @ values >= observed))
+    return (1 + hits) / (1 + resamples)
+
+
+@functools.cache
+def _all_signs(n: int) -> Any:
+    """Every assignment of +1/-1 to ``n`` differences, one per row (cached: it is reused)."""
+    bits = np.arange(2**n)[:, None] >> np.arange(n) & 1
+    return (1 - 2 * bits).astype(np.float64)  # float: the product then runs in BLAS
+
+
+def smallest_p_value(tasks: int) -> float:
+    """The smallest p-value :func:`permutation_p_value` can give with ``tasks`` paired tasks."""
+    return 0.5 ** min(tasks, 60) if tasks else 1.0
+
+
+def holm(p_values: Sequence[float], alpha: float) -> list[tuple[bool, float]]:
+    """Holm's step-down procedure at family-wise level ``alpha``.
+
+    Returns, per hypothesis, whether it is rejected and the threshold its p-value was held to
+    (``alpha / (m - rank)``); once one hypothesis is kept, every larger p-value is kept too.
+    """
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    result = [(False, alpha)] * len(p_values)
+    stopped = False
+    for rank, index in enumerate(order):
+        threshold = alpha / (len(p_values) - rank)
+        stopped = stopped or p_values[index] > threshold
+        result[index] = (not stopped, threshold)
+    return result

@@ -1,0 +1,1 @@
+"""The engine: model backends, the episode loop, rollouts, the store, metrics and export."""

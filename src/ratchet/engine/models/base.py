@@ -1,0 +1,144 @@
+"""The seams to models: :class:`Model` completes conversations, :class:`Trainer` trains adapters."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from rich.progress import Progress
+
+from ratchet.core.tool import ToolCall
+from ratchet.core.trajectory import Trajectory
+
+
+class ModelError(RuntimeError):
+    """A backend could not be reached or set up (unreachable server, missing model file)."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One conversation to continue.
+
+    Attributes:
+        messages: OpenAI chat-format messages (system, user, assistant, tool).
+        tools: OpenAI-format tool schemas on offer; the reply should call one of them.
+    """
+
+    messages: tuple[dict[str, Any], ...]
+    tools: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How to sample a reply.
+
+    Attributes:
+        temperature: 0 means greedy.
+        max_tokens: Cap on generated tokens per reply.
+        seed: Base seed for reproducible sampling where the backend supports it.
+    """
+
+    temperature: float = 0.7
+    max_tokens: int = 256
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One reply.
+
+    Attributes:
+        text: The assistant's raw text (for constrained local decoding, the JSON tool call).
+        tool_calls: Tool calls the backend parsed natively (OpenAI ``tool_calls``), if any.
+        prompt_tokens: Tokens read.
+        completion_tokens: Tokens generated.
+        latency_s: Seconds the backend spent on this reply (shared batch time for batches).
+        error: Set when this one request failed (after retries); the text is then empty.
+    """
+
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    error: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A backend that completes a batch of conversations."""
+
+    name: str
+
+    def complete(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
+        """Return one completion per prompt, in order.
+
+        A failure of one request is reported in that completion's ``error``; a backend that
+        cannot work at all (unreachable, misconfigured) raises :class:`ModelError`.
+        """
+        ...
+
+
+@runtime_checkable
+class BatchedModel(Model, Protocol):
+    """A backend that is many times faster on a batch than prompt by prompt (a local model).
+
+    The rollout scheduler gathers concurrent episodes' requests into batches for these.
+    """
+
+    max_batch_size: int
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """How a LoRA adapter is trained.
+
+    Attributes:
+        steps: Optimiser steps.
+        batch_size: Sequences per step.
+        learning_rate: AdamW learning rate.
+        rank: LoRA rank (alpha is twice the rank).
+        max_tokens: Longest training sequence; longer episodes are skipped.
+        seed: Seed for batching and initialisation.
+    """
+
+    steps: int = 30
+    batch_size: int = 4
+    learning_rate: float = 1e-3
+    rank: int = 16
+    max_tokens: int = 1024
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a training run did.
+
+    Attributes:
+        examples: Sequences trained on.
+        losses: Loss at each step.
+    """
+
+    examples: int
+    losses: tuple[float, ...]
+
+
+@runtime_checkable
+class Trainer(Protocol):
+    """Trains LoRA adapters for one model: the only way a lever reaches weights."""
+
+    def sft(
+        self,
+        episodes: Sequence[Trajectory],
+        out: Path,
+        settings: LoraSettings,
+        progress: Progress | None = None,
+    ) -> TrainResult | None:
+        """Fine-tune an adapter on the good assistant turns of ``episodes`` and save it to ``out``.
+
+        Returns ``None`` when no episode leaves anything to train on.
+        """
+        ...

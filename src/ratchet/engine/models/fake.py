@@ -1,0 +1,62 @@
+"""A scripted model for tests: replies come from a list, a callable, or a default."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ratchet.engine.models.base import Completion, Prompt, Sampling
+
+Reply = Callable[[Prompt, random.Random], str]
+
+
+def always_finish(prompt: Prompt, rng: random.Random) -> str:
+    """Reply with a ``finish`` call whose answer is empty (the null policy)."""
+    return json.dumps({"name": "finish", "arguments": {"answer": ""}})
+
+
+@dataclass
+class FakeModel:
+    """A model whose replies are scripted.
+
+    Attributes:
+        reply: ``reply(prompt, rng) -> text``; the default always calls ``finish("")``.
+        script: If given, replies are taken from it in order (cycling), before ``reply``.
+        name: The model reference recorded on trajectories.
+        calls: How many prompts have been completed (for assertions in tests).
+    """
+
+    reply: Reply = always_finish
+    script: Sequence[str] = ()
+    name: str = "fake"
+    calls: int = 0
+    seed: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def complete(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
+        """Return the next scripted reply for each prompt.
+
+        ``reply`` gets a random generator seeded by the model's seed, the sampling seed and the
+        prompt, so an episode's replies do not depend on what other episodes run beside it.
+        """
+        completions = []
+        for prompt in prompts:
+            with self._lock:
+                calls, self.calls = self.calls, self.calls + 1
+            if self.script:
+                text = self.script[calls % len(self.script)]
+            else:
+                fingerprint = json.dumps(prompt.messages, sort_keys=True, default=str)
+                rng = random.Random(f"{self.seed}:{sampling.seed}:{fingerprint}")
+                text = self.reply(prompt, rng)
+            completions.append(
+                Completion(text, prompt_tokens=_count(prompt), completion_tokens=len(text.split()))
+            )
+        return completions
+
+
+def _count(prompt: Prompt) -> int:
+    return sum(len(str(m.get("content") or "").split()) for m in prompt.messages)

@@ -1,0 +1,215 @@
+"""Running many episodes at once.
+
+Each episode runs :func:`ratchet.engine.harness.run_episode` on its own worker thread, up to
+``concurrency`` at a time, and advances as soon as its own reply arrives. Remote backends are
+called per episode (the server batches); a local model is shared through a
+:class:`~ratchet.engine.batching.Batcher`, which turns the concurrent requests into batched
+calls. Finished trajectories are handed to ``on_trajectory`` on the calling thread in task order,
+each as soon as it and those before it are done, so a store records them at once and in an
+order that does not depend on timing; an interrupted rollout loses only the episodes in flight
+(or waiting for an earlier one), and ``skip`` lets a rerun resume where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from ratchet.core.agent import Agent
+from ratchet.core.env import FINISH, Env
+from ratchet.core.memory import ExemplarIndex
+from ratchet.core.task import Task
+from ratchet.core.tool import ToolCall
+from ratchet.core.trajectory import Trajectory
+from ratchet.engine.batching import Batcher
+from ratchet.engine.harness import Budget, crashed, replay, run_episode
+from ratchet.engine.models.base import (
+    BatchedModel,
+    Completion,
+    Model,
+    ModelError,
+    Prompt,
+    Sampling,
+)
+
+Play = Callable[[Task, int], Trajectory]
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """How episodes are run.
+
+    Attributes:
+        concurrency: Episodes in flight at once (a local model's largest batch).
+        max_reply_tokens: Cap on tokens per model reply.
+        budget: Per-episode turn, token and time budgets.
+    """
+
+    concurrency: int = 16
+    max_reply_tokens: int = 128
+    budget: Budget = field(default_factory=Budget)
+
+
+def rollout(
+    env: Env,
+    tasks: Iterable[Task],
+    agent: Agent,
+    model: Model | None,
+    config: RolloutConfig | None = None,
+    *,
+    k: int = 1,
+    seed: int = 0,
+    first_sample: int = 0,
+    skip: set[tuple[str, int]] | None = None,
+    on_trajectory: Callable[[Trajectory], object] | None = None,
+    progress: Progress | None = None,
+    description: str = "rollouts",
+) -> list[Trajectory]:
+    """Play every task ``k`` times with ``agent`` and return the trajectories in task order.
+
+    Args:
+        env: The env the tasks come from.
+        tasks: Tasks to play.
+        agent: The agent; ``oracle`` and ``null`` run without a model.
+        model: The backend (ignored for scripted agents).
+        config: Concurrency, reply cap and budgets.
+        k: Samples per task.
+        seed: Base sampling seed; each episode derives its own from it, its task and sample.
+        first_sample: Number the samples from here (so repeated rounds on a task stay distinct).
+        skip: ``(task_id, sample)`` pairs already done (for resume).
+        on_trajectory: Called with each trajectory, in task order, once it and every earlier
+            one are finished.
+        progress: A rich progress display to add a bar to; ``None`` shows none.
+        description: Label for the progress bar.
+
+    Raises:
+        ValueError: If a model-driven agent is given no model.
+        ModelError: If the backend cannot work at all (the episodes not started are dropped).
+    """
+    config = config or RolloutConfig()
+    samples = range(first_sample, first_sample + k)
+    jobs = [(t, s) for t in tasks for s in samples if (t.id, s) not in (skip or set())]
+    batcher = _batcher(agent, model, config, len(jobs))
+    play = _player(env, agent, model, config, seed, batcher)
+    bar = progress.add_task(description, total=len(jobs)) if progress is not None else None
+    done: dict[int, Trajectory] = {}
+    released = 0
+    with ThreadPoolExecutor(max(1, config.concurrency), "ratchet-episode") as pool:
+        futures = {pool.submit(play, task, sample): i for i, (task, sample) in enumerate(jobs)}
+        try:
+            for future in as_completed(futures):
+                done[futures[future]] = future.result()
+                if batcher is not None:
+                    batcher.in_flight(min(config.concurrency, len(jobs) - len(done)))
+                if progress is not None and bar is not None:
+                    progress.advance(bar)
+                # Hand trajectories on in job order, so what a store records (and so what
+                # learns from it) does not depend on which episode happened to finish first.
+                while released in done and on_trajectory is not None:
+                    on_trajectory(done[released])
+                    released += 1
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    results = [done[i] for i in range(len(jobs))]
+    failed = [t for t in results if t.error is not None and t.error.startswith("model error")]
+    if failed and len(failed) == len(results):
+        raise ModelError(
+            f"every model call failed ({len(failed)} episodes, stored); first: {failed[0].error}"
+        )
+    return results
+
+
+def _batcher(
+    agent: Agent, model: Model | None, config: RolloutConfig, episodes: int
+) -> Batcher | None:
+    """A batcher for a local model (remote servers batch concurrent requests themselves)."""
+    if agent.scripted or not isinstance(model, BatchedModel):
+        return None
+    batcher = Batcher(model, min(config.concurrency, model.max_batch_size))
+    batcher.in_flight(min(config.concurrency, episodes))
+    return batcher
+
+
+def _player(
+    env: Env,
+    agent: Agent,
+    model: Model | None,
+    config: RolloutConfig,
+    seed: int,
+    batcher: Batcher | None,
+) -> Play:
+    """Return ``play(task, sample) -> Trajectory`` for ``agent``."""
+    if agent.scripted:
+        return lambda task, sample: _scripted(env, agent, task, sample)
+    if model is None:
+        raise ValueError(f"agent {agent.version!r} needs a model")
+    index = ExemplarIndex(agent.exemplars)
+
+    def play(task: Task, sample: int) -> Trajectory:
+        episode_seed = seed + _episode_seed(task, sample)
+
+        def policy(prompt: Prompt, turn: int) -> Completion:
+            sampling = Sampling(agent.temperature, config.max_reply_tokens, episode_seed + turn)
+            if batcher is not None:
+                return batcher.complete(prompt, sampling)
+            return model.complete([prompt], sampling)[0]
+
+        demos = index.select(task, agent.exemplars_per_task, agent.exemplar_token_budget)
+        return run_episode(
+            env, task, agent, policy, config.budget, demonstrations=demos, sample=sample
+        )
+
+    return play
+
+
+def _scripted(env: Env, agent: Agent, task: Task, sample: int) -> Trajectory:
+    """Play the ``oracle`` (the env's solution) or ``null`` (finish at once, empty answer)."""
+    try:
+        calls = (
+            env.oracle(task) if agent.version == "oracle" else [ToolCall(FINISH, {"answer": ""})]
+        )
+    except Exception as exc:  # a broken oracle is one crashed episode, not a crashed run
+        return crashed(env, task, agent, sample, f"oracle failed: {type(exc).__name__}: {exc}")
+    return replace(replay(env, task, calls, agent), sample=sample, model="scripted")
+
+
+def _episode_seed(task: Task, sample: int) -> int:
+    """A seed per (task, sample), so an episode samples alike whatever else runs beside it."""
+    return int(hashlib.sha256(f"{task.id}:{sample}".encode()).hexdigest()[:8], 16)
+
+
+@contextmanager
+def progress_bars(
+    enabled: bool = True, console: Console | None = None
+) -> Iterator[Progress | None]:
+    """Yield a rich progress display with rate and ETA columns, or ``None`` when disabled."""
+    if not enabled:
+        yield None
+        return
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TaskProgressColumn(show_speed=True),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console or Console(stderr=True),
+        transient=False,
+    ) as progress:
+        yield progress

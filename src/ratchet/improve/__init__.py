@@ -1,0 +1,1 @@
+"""The improvement loop: practice, hindsight, levers, the gate, the run directory."""

@@ -1,0 +1,134 @@
+"""Hindsight relabelling: turn what a failed episode did achieve into solved tasks.
+
+An agent that has not yet solved anything still does things: it computes some value, reaches
+some room, reads some file. The env's ``describe`` names the task those actions solve in the
+same world; replaying the actions on that task through the env's own verifier confirms it,
+and the replay is a verified success to learn from before any real task is solved
+(Learn-by-interact, hindsight experience replay).
+
+Every prefix of the episode is described, not only the whole: a multi-step episode that went
+wrong late still reached sub-states on the way (found the customer, reached the room), and
+each is a smaller task it solved. A prefix that did not end with ``finish`` is read as if the
+agent had stopped there and reported what it had just seen: the agent saw that result, so
+stopping was open to it.
+
+The episode is read without its failed actions and without exact repeats of earlier ones, so
+exploration's stumbles do not become lessons; the replay on the new task confirms the shortened
+episode still solves it. A described task whose problem key belongs to the probe or test split
+is dropped and counted, never replayed: no decision or test may rest on a trained-on problem.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from ratchet.core.agent import Agent
+from ratchet.core.env import FINISH, Env, describer, problem_key_of
+from ratchet.core.task import make_task
+from ratchet.core.tool import ToolCall
+from ratchet.core.trajectory import Observation, Step, Trajectory
+from ratchet.engine.harness import replay
+
+MAX_PREFIXES = 12
+
+
+@dataclass(frozen=True)
+class Relabelled:
+    """What hindsight made of a batch of episodes.
+
+    Attributes:
+        successes: Verified replays on the described tasks, one per distinct task.
+        held_out: Described tasks dropped because their problem is in the probe or test split.
+    """
+
+    successes: tuple[Trajectory, ...] = ()
+    held_out: int = 0
+
+
+def relabel_all(
+    env: Env, episodes: Sequence[Trajectory], agent: Agent, max_difficulty: int
+) -> Relabelled:
+    """Relabel every failed episode; keep tasks up to ``max_difficulty``, one per task id."""
+    found: dict[str, Trajectory] = {}
+    held_out = 0
+    for episode in episodes:
+        result = relabel(env, episode, agent)
+        held_out += result.held_out
+        for success in result.successes:
+            if success.task.difficulty <= max_difficulty:
+                found.setdefault(success.task.id, success)
+    return Relabelled(tuple(found.values()), held_out)
+
+
+def relabel(env: Env, trajectory: Trajectory, agent: Agent) -> Relabelled:
+    """Return ``trajectory``'s verified achievements as successes on the tasks they solve.
+
+    Each success carries the agent's system message, as if the agent had been given that
+    task, and ``metadata["hindsight"]`` naming the task it came from.
+    """
+    describe = describer(env)
+    if describe is None or trajectory.passed or trajectory.error is not None:
+        return Relabelled()
+    found: dict[str, Trajectory] = {}
+    held_out = 0
+    for view in _views(trajectory):
+        try:
+            spec = describe(view)
+        except Exception:  # a describer bug must not end the run; the episode stays a failure
+            continue
+        if spec is None:
+            continue
+        task = make_task(
+            env.name,
+            spec,
+            difficulty=trajectory.task.difficulty,
+            seed=trajectory.task.seed,
+            problem_key=problem_key_of(env),
+        )
+        if task.split != "train":
+            held_out += 1
+            continue
+        if task.id in found:
+            continue
+        replayed = replay(env, task, view.calls, agent)
+        if replayed.passed:
+            found[task.id] = replace(
+                replayed,
+                model=trajectory.model,
+                sample=trajectory.sample,
+                metadata={"hindsight": True, "source_task": trajectory.task.id},
+            )
+    return Relabelled(tuple(found.values()), held_out)
+
+
+def _views(trajectory: Trajectory) -> list[Trajectory]:
+    """The episode's useful steps, then its prefixes, longest first, ending in ``finish``."""
+    steps = _useful(trajectory)
+    views = [replace(trajectory, steps=tuple(steps))]
+    for end in range(len(steps), 0, -1):
+        if len(views) > MAX_PREFIXES:
+            break
+        last = steps[end - 1]
+        if last.call is None or last.call.name == FINISH:
+            continue
+        finish = ToolCall(FINISH, {"answer": last.observation.text}, id=f"call_{end}")
+        done = Observation("Answer submitted.", done=True, terminated=True)
+        view_steps = (*steps[:end], Step(finish, done))
+        views.append(replace(trajectory, steps=view_steps, terminated=True))
+    return views
+
+
+def _useful(trajectory: Trajectory) -> list[Step]:
+    """The steps that did something: failed calls and exact repeats of earlier calls dropped."""
+    seen: set[str] = set()
+    kept: list[Step] = []
+    for step in trajectory.steps:
+        if step.call is None or step.failed:
+            continue
+        key = json.dumps([step.call.name, step.call.arguments], sort_keys=True)
+        if key not in seen:
+            kept.append(step)
+        seen.add(key)
+    return kept

@@ -1,0 +1,43 @@
+"""Levers: each turns stored experience into a candidate agent for the gate to judge.
+
+A lever is any object with a ``name`` and a ``propose(context)`` method (see
+:class:`~ratchet.improve.levers.base.Lever`); one module per built-in lever, each readable top to
+bottom.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ratchet.improve.levers.base import Lever, LeverContext
+from ratchet.improve.levers.exemplars import ExemplarLever
+from ratchet.improve.levers.insights import InsightLever
+from ratchet.improve.levers.rft import RftLever
+
+BUILTIN: dict[str, Callable[..., Lever]] = {
+    "exemplars": ExemplarLever,
+    "insights": InsightLever,
+    "rft": RftLever,
+}
+
+__all__ = ["BUILTIN", "Lever", "LeverContext", "make_levers"]
+
+
+def make_levers(
+    names: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[Lever]:
+    """Instantiate built-in levers by name.
+
+    Args:
+        names: Lever names, in the order they propose each round.
+        options: Keyword arguments per lever name, e.g. ``{"rft": {"steps": 20}}``.
+
+    Raises:
+        ValueError: Naming the unknown lever and the known ones.
+    """
+    unknown = [name for name in names if name not in BUILTIN]
+    if unknown:
+        raise ValueError(f"unknown lever(s) {', '.join(unknown)}; known: {', '.join(BUILTIN)}")
+    options = options or {}
+    return [BUILTIN[name](**options.get(name, {})) for name in names]

@@ -1,0 +1,66 @@
+"""Rejection-sampling fine-tuning: a LoRA adapter trained on the agent's own verified successes.
+
+Keep the training episodes the verifier passed (hindsight relabels included, which is how a
+cold start with no real success still has data) and hand them to the model's trainer, which
+fine-tunes a fresh adapter on their assistant turns (see :mod:`ratchet.engine.models.training`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ratchet.core.agent import Agent
+from ratchet.engine.models.base import LoraSettings
+from ratchet.improve.levers.base import LeverContext
+
+ADAPTER_DIR = "adapter"
+
+
+@dataclass(frozen=True)
+class RftLever:
+    """Propose the incumbent with a LoRA adapter trained on verified successes.
+
+    Attributes:
+        steps: Optimiser steps per proposal.
+        batch_size: Sequences per step.
+        learning_rate: AdamW learning rate for the adapter.
+        lora_rank: LoRA rank (alpha is twice the rank).
+        max_examples: Most successes trained on (the newest are kept).
+    """
+
+    steps: int = 30
+    batch_size: int = 4
+    learning_rate: float = 1e-3
+    lora_rank: int = 16
+    max_examples: int = 512
+    name: str = "rft"
+
+    def propose(self, context: LeverContext) -> Agent | None:
+        """Train an adapter and return the candidate, or ``None`` without usable successes.
+
+        Raises:
+            ValueError: If the incumbent's weights cannot be trained (no trainer).
+        """
+        if context.trainer is None:
+            raise ValueError(f"the rft lever cannot train {context.incumbent.model!r}")
+        successes = [t for t in context.experience if t.passed and t.task.env == context.env.name][
+            -self.max_examples :
+        ]
+        settings = LoraSettings(
+            self.steps, self.batch_size, self.learning_rate, self.lora_rank, seed=context.seed
+        )
+        result = context.trainer.sft(
+            successes, context.workdir / ADAPTER_DIR, settings, context.progress
+        )
+        if result is None:
+            return None
+        return context.incumbent.derive(
+            context.version,
+            self.name,
+            adapter=ADAPTER_DIR,
+            notes={
+                "trained_on": result.examples,
+                "steps": self.steps,
+                "losses": list(result.losses),
+            },
+        )

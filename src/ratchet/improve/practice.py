@@ -1,0 +1,146 @@
+"""Playing agents for an improvement run: exploration, probes and tests, each stored at once.
+
+Every kind of episode has its own seed stream and sample numbers, so that candidates and the
+incumbent meet the same probe tasks with the same seeds (the gate pairs them), each round's
+exploration samples fresh, and nothing a test episode does can reach a decision.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from rich.progress import Progress
+
+from ratchet.core.agent import Agent
+from ratchet.core.env import Env
+from ratchet.core.task import Split, Task
+from ratchet.core.trajectory import Trajectory
+from ratchet.engine.metrics import Metrics, summarize
+from ratchet.engine.models import Backends, Model, Trainer
+from ratchet.engine.rollout import rollout
+from ratchet.improve.config import ImproveConfig
+from ratchet.improve.levers.base import Lever, LeverContext
+from ratchet.improve.rundir import Propose, RunDir
+
+PROBE_SEED = 1_000
+TEST_SEED = 2_000
+
+
+def draw(env: Env, split: Split, n: int, seed: int, max_difficulty: int) -> list[Task]:
+    """Draw ``n`` tasks of ``split`` spread evenly over difficulties ``1..max_difficulty``."""
+    top = min(max_difficulty, env.max_difficulty)
+    per_level = [n // top + (1 if level < n % top else 0) for level in range(top)]
+    return [
+        task
+        for level, count in enumerate(per_level, start=1)
+        for task in env.tasks(split, count, seed=seed, difficulty=level)
+    ]
+
+
+@dataclass
+class Practice:
+    """Plays agents of one run and stores every episode in its :class:`RunDir`.
+
+    Attributes:
+        run: The run directory.
+        env: The env practised.
+        backends: Builds each agent version's backend.
+        reflector: The reflector model for levers that need one.
+        trainer: Makes the adapter trainer for the run's model (``None`` if untrainable).
+        progress: Progress display, or ``None``.
+    """
+
+    run: RunDir
+    env: Env
+    backends: Backends
+    reflector: Model | None = None
+    trainer: Callable[[], Trainer | None] = lambda: None
+    progress: Progress | None = None
+
+    @property
+    def config(self) -> ImproveConfig:
+        """The run's settings."""
+        return self.run.config
+
+    def explore(self, agent: Agent, tasks: Sequence[Task], number: int) -> list[Trajectory]:
+        """Round ``number``'s training episodes, at the exploration temperature."""
+        explorer = replace(agent, temperature=self.config.explore_temperature)
+        first = (number - 1) * self.config.train_k
+        seed = self.config.seed + number
+        return self.play(explorer, tasks, self.config.train_k, seed, "train", first)
+
+    def probe_tasks(self, number: int) -> list[Task]:
+        """Round ``number``'s probe: a fresh sample from the probe split."""
+        seed = self.config.seed + PROBE_SEED + 7919 * number
+        return draw(self.env, "probe", self.config.probe_tasks, seed, self.config.max_difficulty)
+
+    def probe(self, agent: Agent, tasks: Sequence[Task]) -> list[Trajectory]:
+        """``agent``'s episodes on probe tasks (same seeds for every agent: they pair up)."""
+        seed = self.config.seed + PROBE_SEED
+        return self.play(agent, tasks, self.config.probe_k, seed, f"probe {agent.version}")
+
+    def test_tasks(self) -> list[Task]:
+        """The held-out test tasks."""
+        seed = self.config.seed + TEST_SEED
+        return draw(self.env, "test", self.config.test_tasks, seed, self.config.max_difficulty)
+
+    def test(self, agent: Agent, tasks: Sequence[Task]) -> Metrics:
+        """``agent``'s test metrics (recorded with the run; never used for a decision)."""
+        seed = self.config.seed + TEST_SEED
+        tick = time.perf_counter()
+        played = self.play(agent, tasks, self.config.test_k, seed, f"test {agent.version}")
+        metrics = summarize(played, self.config.test_k, wall_s=time.perf_counter() - tick)
+        self.run.tested(agent.version, metrics.to_dict())
+        return metrics
+
+    def proposal(self, lever: Lever, incumbent: Agent, number: int) -> Propose:
+        """``lever``'s proposal function for round ``number``, for :meth:`RunDir.candidate`."""
+
+        def propose(workdir: Path, version: str) -> Agent | None:
+            context = LeverContext(
+                env=self.env,
+                incumbent=incumbent,
+                experience=tuple(self.run.experience),
+                model=None if incumbent.scripted else self.model(incumbent),
+                reflector=self.reflector,
+                trainer=self.trainer(),
+                workdir=workdir,
+                version=version,
+                seed=self.config.seed + number,
+                progress=self.progress,
+            )
+            return lever.propose(context)
+
+        return propose
+
+    def model(self, agent: Agent) -> Model:
+        """``agent``'s backend."""
+        return self.backends(agent, self.run.agent_dir(agent.version))
+
+    def play(
+        self, agent: Agent, tasks: Sequence[Task], k: int, seed: int, label: str, first: int = 0
+    ) -> list[Trajectory]:
+        """Roll ``agent`` out on ``tasks`` (resuming), store every episode, return them all."""
+        done = self.run.done(agent.version)
+        config = replace(self.config.rollout, budget=self.config.budget())
+        fresh = rollout(
+            self.env,
+            tasks,
+            agent,
+            None if agent.scripted else self.model(agent),
+            config,
+            k=k,
+            seed=seed,
+            first_sample=first,
+            skip=done,
+            on_trajectory=lambda t: self.run.record([t]),
+            progress=self.progress,
+            description=label,
+        )
+        wanted = {(t.id, s) for t in tasks for s in range(first, first + k)}
+        if not done & wanted:
+            return fresh
+        return self.run.episodes(agent.version, tasks, range(first, first + k))

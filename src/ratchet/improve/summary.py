@@ -1,0 +1,88 @@
+"""What an improvement run reports: one record per round, and ``summary.json`` at the end."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ratchet.core.agent import Agent
+from ratchet.core.env import Env
+from ratchet.core.records import to_dict
+from ratchet.core.trajectory import Trajectory
+from ratchet.improve.gate import GateDecision
+from ratchet.improve.hindsight import Relabelled
+from ratchet.improve.rundir import RunDir
+
+HEADLINE_KEYS = ("pass@1", "pass@k", "pass^k", "mean_score", "n", "k", "ci95", "ci_method", "ci")
+
+
+def round_record(
+    number: int,
+    incumbent: Agent,
+    explored: Sequence[Trajectory],
+    learned: Relabelled,
+    baseline: Sequence[Trajectory],
+    decisions: Sequence[GateDecision],
+    best: GateDecision | None,
+) -> dict[str, Any]:
+    """The record of one round for ``summary.json`` (the run directory adds cost and levers)."""
+    probe_pass = best.candidate_pass if best else sum(t.passed for t in baseline) / len(baseline)
+    return {
+        "round": number,
+        "incumbent_before": incumbent.version,
+        "incumbent": best.candidate if best else incumbent.version,
+        "probe": probe_pass,
+        "probe_tasks": len({t.task.id for t in baseline}),
+        "train_passed": sum(t.passed for t in explored),
+        "train_episodes": len(explored),
+        "relabelled": len(learned.successes),
+        "relabels_held_out": learned.held_out,
+        "decisions": [to_dict(d) for d in decisions],
+    }
+
+
+def round_lines(record: dict[str, Any]) -> str:
+    """A few log lines saying what a round did."""
+    lines = [
+        f"  {record['train_passed']}/{record['train_episodes']} training episodes passed, "
+        f"{record['relabelled']} relabelled in hindsight "
+        f"({record['relabels_held_out']} held out: probe or test problems)"
+    ]
+    for candidate in record["candidates"]:
+        if candidate["version"] is None:
+            lines.append(f"  {candidate['lever']}: nothing to propose")
+        else:
+            verdict = "ACCEPTED" if candidate["accepted"] else "rejected"
+            lines.append(
+                f"  {candidate['lever']} -> {candidate['version']}: {verdict}, "
+                f"{candidate['reason']}"
+            )
+    return "\n".join(lines)
+
+
+def summary(run: RunDir, env: Env) -> dict[str, Any]:
+    """``summary.json``: base and final test metrics, every round, cost and settings."""
+    final = run.incumbent()
+    tests = run.tests
+
+    def headline(version: str) -> dict[str, Any]:
+        metrics = tests[version]
+        return {key: metrics[key] for key in (*HEADLINE_KEYS, "by_difficulty") if key in metrics}
+
+    return {
+        "env": env.name,
+        "env_version": env.version,
+        "model": run.config.model,
+        "levers": list(run.config.levers),
+        "run_id": run.run_id,
+        "final_version": final.version,
+        "base": headline("base"),
+        "final": headline(final.version),
+        "tested": {version: headline(version) for version in tests},
+        "rounds": run.rounds,
+        "seconds": run.seconds,
+        "tokens": run.tokens,
+        "rollouts": run.episode_count(),
+        "model_errors": run.model_errors,
+        "config": to_dict(run.config),
+    }

@@ -1,0 +1,96 @@
+import pytest
+
+from ratchet.core.records import from_dict, to_dict
+from ratchet.core.tool import Tool, ToolCall, ToolError
+
+
+def transfer(amount: float, to: str, note: str = "") -> str:
+    """Move money to an account.
+
+    Args:
+        amount: How much to send.
+        to: The receiving account id.
+        note: Optional memo.
+    """
+    return f"sent {amount} to {to}"
+
+
+def test_schema_comes_from_hints_and_docstring():
+    tool = Tool.from_function(transfer)
+    schema = tool.schema()
+    assert schema["type"] == "function"
+    fn = schema["function"]
+    assert fn["name"] == "transfer"
+    assert fn["description"] == "Move money to an account."
+    params = fn["parameters"]
+    assert params["type"] == "object"
+    assert params["required"] == ["amount", "to"]
+    assert params["properties"]["amount"] == {"type": "number", "description": "How much to send."}
+    assert params["properties"]["note"]["default"] == ""
+    assert params["additionalProperties"] is False
+
+
+def test_call_validates_and_coerces():
+    tool = Tool.from_function(transfer)
+    assert tool({"amount": 3, "to": "acc-1"}) == "sent 3.0 to acc-1"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field"),
+    [
+        ({"to": "x"}, "amount: required field is missing"),
+        ({"amount": "lots", "to": "x"}, "amount:"),
+        ({"amount": 1, "to": "x", "cc": "y"}, "cc: unexpected field"),
+    ],
+)
+def test_bad_arguments_name_the_field(arguments, field):
+    tool = Tool.from_function(transfer)
+    with pytest.raises(ToolError, match=field):
+        tool.validate(arguments)
+
+
+def test_non_object_arguments_are_refused():
+    with pytest.raises(ToolError, match="must be a JSON object"):
+        Tool.from_function(transfer).validate([1, 2])  # type: ignore[arg-type]
+
+
+def test_functions_without_hints_or_docstring_are_refused():
+    def undocumented(x: int) -> int:
+        return x
+
+    def unhinted(x):  # type: ignore[no-untyped-def]
+        """Do a thing."""
+
+    with pytest.raises(TypeError, match="needs a docstring"):
+        Tool.from_function(undocumented)
+    with pytest.raises(TypeError, match="no type hint"):
+        Tool.from_function(unhinted)
+
+
+def test_closures_over_different_worlds_keep_their_own_function():
+    def make(world: list[str]):
+        def remember(item: str) -> int:
+            """Store an item.
+
+            Args:
+                item: What to store.
+            """
+            world.append(item)
+            return len(world)
+
+        return Tool.from_function(remember)
+
+    first, second = [], []
+    make(first)({"item": "a"})
+    make(second)({"item": "b"})
+    assert first == ["a"] and second == ["b"]
+
+
+def test_tool_call_round_trips_and_renders_openai():
+    call = ToolCall("transfer", {"amount": 1, "to": "x"}, id="call_7")
+    assert from_dict(ToolCall, to_dict(call)) == call
+    assert call.to_openai() == {
+        "id": "call_7",
+        "type": "function",
+        "function": {"name": "transfer", "arguments": '{"amount": 1, "to": "x"}'},
+    }

@@ -1,0 +1,264 @@
+import json
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from ratchet.core.env import ToolSession
+from ratchet.core.tool import Tool, ToolCall, tools_from
+from ratchet.engine.models import ModelError, Prompt, Sampling
+from ratchet.engine.models.render import (
+    TOOL_INSTRUCTION,
+    describe_tool,
+    format_call,
+    render_prompt,
+    to_chat,
+)
+from ratchet.envs.calc import env as calc
+
+
+def lookup(city: str, units: str = "metric") -> str:
+    """Look up the weather.
+
+    Args:
+        city: Where.
+        units: metric or imperial.
+    """
+    return city
+
+
+def tag(labels: list[str]) -> str:
+    """Tag something."""
+    return ",".join(labels)
+
+
+TOOLS = tuple(tool.schema() for tool in tools_from(lookup, tag))
+
+
+class TemplateTokenizer:
+    """Mimics a chat template: one ``<role>content</>`` block per message."""
+
+    eos_token = "</>"
+
+    def apply_chat_template(self, conversation: list[dict[str, str]], **kwargs: Any) -> str:
+        text = "".join(f"<{m['role']}>{m['content']}</>" for m in conversation)
+        return text + ("<assistant>" if kwargs.get("add_generation_prompt") else "")
+
+
+def calc_prompts(n: int, seed: int = 0) -> tuple[list[Prompt], list[Tool]]:
+    prompts, tools = [], []
+    for task in calc.tasks("train", n, seed=seed, difficulty=1):
+        session = cast(ToolSession, calc.session(task))
+        observation = session.reset()
+        prompts.append(Prompt(({"role": "user", "content": observation.text},), observation.tools))
+        tools = list(session.tools.values())
+    return prompts, tools
+
+
+def test_format_call_is_the_json_the_model_must_produce() -> None:
+    call = ToolCall("lookup", {"city": "Zürich"})
+    assert format_call(call) == '{"name": "lookup", "arguments": {"city": "Zürich"}}'
+    assert json.loads(format_call(call)) == {"name": "lookup", "arguments": {"city": "Zürich"}}
+
+
+def test_describe_tool_is_one_compact_line_marking_optional_arguments() -> None:
+    assert describe_tool(TOOLS[0]) == "lookup(city: string, units?: string): Look up the weather."
+    assert describe_tool(TOOLS[1]) == "tag(labels: array of string): Tag something."
+    with pytest.raises(ValueError, match="without a name"):
+        describe_tool({"type": "function", "function": {"description": "x"}})
+
+
+def test_tools_join_an_existing_system_message() -> None:
+    prompt = Prompt(
+        ({"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}), TOOLS
+    )
+    chat = to_chat(prompt)
+    assert [m["role"] for m in chat] == ["system", "user"]
+    assert chat[0]["content"].startswith("Be brief.\n\nYou can call these tools:\n- lookup(")
+    assert chat[0]["content"].endswith(TOOL_INSTRUCTION)
+
+
+def test_tools_get_a_system_message_of_their_own_and_no_tools_add_nothing() -> None:
+    user = {"role": "user", "content": "Hi"}
+    assert [m["role"] for m in to_chat(Prompt((user,), TOOLS))] == ["system", "user"]
+    assert to_chat(Prompt((user,))) == [user]
+
+
+def test_tool_calls_and_results_render_as_json_text_and_user_messages() -> None:
+    call = ToolCall("lookup", {"city": "Oslo"}, id="c1")
+    messages = (
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": None, "tool_calls": [call.to_openai()]},
+        {"role": "tool", "tool_call_id": "c1", "content": "rain"},
+        {"role": "tool", "content": "orphan"},
+    )
+    chat = to_chat(Prompt(messages))
+    assert chat[1] == {"role": "assistant", "content": format_call(call)}
+    assert chat[2] == {"role": "user", "content": "Result of lookup: rain"}
+    assert chat[3] == {"role": "user", "content": "Result: orphan"}
+
+
+def test_unparseable_call_arguments_are_kept_verbatim() -> None:
+    bad = {"id": "c1", "type": "function", "function": {"name": "tag", "arguments": "{oops"}}
+    chat = to_chat(Prompt(({"role": "assistant", "content": "", "tool_calls": [bad]},)))
+    assert chat[0]["content"] == '{"name": "tag", "arguments": "{oops"}'
+
+
+def test_render_is_deterministic_and_opens_the_assistant_turn() -> None:
+    prompt = Prompt(({"role": "user", "content": "Hi"},), TOOLS)
+    tokenizer = TemplateTokenizer()
+    assert render_prompt(tokenizer, prompt) == render_prompt(tokenizer, prompt)
+    assert render_prompt(tokenizer, prompt).endswith("<user>Hi</><assistant>")
+    closed = render_prompt(tokenizer, prompt, add_generation_prompt=False)
+    assert closed.endswith("<user>Hi</>")
+
+
+def test_tool_call_schema_offers_each_tool_with_its_own_arguments() -> None:
+    from ratchet.engine.models.constrain import tool_call_schema
+
+    schema = tool_call_schema(TOOLS)
+    options = schema["anyOf"]
+    assert [o["properties"]["name"] for o in options] == [{"const": "lookup"}, {"const": "tag"}]
+    assert options[0]["properties"]["arguments"] == TOOLS[0]["function"]["parameters"]
+    assert all(o["required"] == ["name", "arguments"] for o in options)
+    assert all(o["additionalProperties"] is False for o in options)
+    assert "anyOf" not in tool_call_schema(TOOLS[:1])
+    with pytest.raises(ValueError, match="at least one tool"):
+        tool_call_schema([])
+
+
+def test_tool_call_grammar_compiles_and_rejects_nameless_tools() -> None:
+    from ratchet.engine.models.constrain import tool_call_grammar
+
+    assert tool_call_grammar(TOOLS)
+    with pytest.raises(ValueError, match="without a name"):
+        tool_call_grammar([{"type": "function", "function": {"parameters": {}}}])
+
+
+def test_cache_root_follows_ratchet_cache_then_xdg(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ratchet.engine.models.local import cache_root
+
+    monkeypatch.setenv("XDG_CACHE_HOME", "/xdg")
+    monkeypatch.delenv("RATCHET_CACHE", raising=False)
+    assert cache_root() == Path("/xdg/ratchet/models")
+    monkeypatch.setenv("RATCHET_CACHE", "/rc")
+    assert cache_root() == Path("/rc/models")
+
+
+def test_embedded_model_file_is_found_in_the_installed_wheel() -> None:
+    from ratchet.engine.models.local import EMBEDDED_FILE, embedded_model_file
+
+    path = embedded_model_file()
+    assert path.name == EMBEDDED_FILE
+    assert path.is_file()
+
+
+def test_missing_model_or_adapter_is_a_clear_error(tmp_path: Path) -> None:
+    from ratchet.engine.models.local import LocalModel
+
+    with pytest.raises(ModelError, match="no model at"):
+        LocalModel(str(tmp_path / "nowhere"))
+    with pytest.raises(ModelError, match="no LoRA adapter"):
+        LocalModel(None, adapter=str(tmp_path))
+    (tmp_path / "weights.bin").write_text("x")
+    with pytest.raises(ModelError, match=r"not a \.gguf file"):
+        LocalModel(str(tmp_path / "weights.bin"))
+
+
+@pytest.fixture(scope="module")
+def model() -> Any:
+    from ratchet.engine.models import make_model
+
+    return make_model("local")
+
+
+def assert_valid_calls(texts: list[str], tools: list[Tool]) -> None:
+    by_name = {tool.name: tool for tool in tools}
+    for text in texts:
+        reply = json.loads(text)
+        assert set(reply) == {"name", "arguments"}
+        by_name[reply["name"]].validate(reply["arguments"])
+
+
+@pytest.mark.model
+def test_smoke_a_batch_of_constrained_replies_are_valid_tool_calls(model: Any) -> None:
+    prompts, tools = calc_prompts(2)
+    completions = model.complete(prompts, Sampling(temperature=0, max_tokens=48))
+    assert len(completions) == 2
+    assert all(c.error is None and c.metadata["finish_reason"] == "stop" for c in completions)
+    assert_valid_calls([c.text for c in completions], tools)
+    assert all(c.prompt_tokens > 50 and c.completion_tokens > 5 for c in completions)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_seeded_sampling_repeats_and_batches_are_split(model: Any) -> None:
+    prompts, tools = calc_prompts(3, seed=4)
+    sampling = Sampling(temperature=0.7, max_tokens=48, seed=7)
+    model.max_batch_size = 2
+    try:
+        first = model.complete(prompts, sampling)
+        second = model.complete(prompts, sampling)
+    finally:
+        model.max_batch_size = 16
+    assert [c.text for c in first] == [c.text for c in second]
+    assert_valid_calls([c.text for c in first], tools)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_multi_turn_conversations_with_tool_results_stay_valid(model: Any) -> None:
+    prompts, tools = calc_prompts(2, seed=2)
+    call = ToolCall("add", {"a": 2, "b": 3}, id="c1")
+    follow_up = Prompt(
+        (
+            *prompts[0].messages,
+            {"role": "assistant", "content": None, "tool_calls": [call.to_openai()]},
+            {"role": "tool", "tool_call_id": "c1", "content": "5"},
+        ),
+        prompts[0].tools,
+    )
+    completions = model.complete([follow_up, prompts[1]], Sampling(temperature=0, max_tokens=48))
+    assert_valid_calls([c.text for c in completions], tools)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_unconstrained_mode_and_bad_tools_are_reported_per_prompt(model: Any) -> None:
+    prompts, _ = calc_prompts(1)
+    nameless = Prompt(prompts[0].messages, ({"type": "function", "function": {}},))
+    completions = model.complete([nameless, prompts[0]], Sampling(temperature=0, max_tokens=8))
+    assert completions[0].error is not None and "without a name" in completions[0].error
+    assert completions[1].error is None and completions[1].metadata["constrained"] is True
+    model.constrained = False
+    try:
+        free = model.complete(prompts, Sampling(temperature=0, max_tokens=8))
+    finally:
+        model.constrained = True
+    assert free[0].metadata["constrained"] is False
+    assert free[0].completion_tokens <= 8 and free[0].text
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_gguf_conversion_is_cached_and_adapters_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import peft
+    import torch
+
+    from ratchet.engine.models.local import converted_dir, embedded_model_file, load
+
+    monkeypatch.setenv("RATCHET_CACHE", str(tmp_path / "cache"))
+    model, _ = load()
+    cached = converted_dir(embedded_model_file())
+    assert (cached / "config.json").is_file()
+    assert load(cached)[0].config.vocab_size == model.config.vocab_size
+
+    config = peft.LoraConfig(r=4, target_modules=["q_proj"], init_lora_weights=False)
+    peft.get_peft_model(model, config).save_pretrained(tmp_path / "adapter")
+    base, _ = load(cached)
+    adapted, _ = load(cached, adapter=tmp_path / "adapter")
+    name = "model.layers.0.self_attn.q_proj.weight"
+    base_weight = dict(base.named_parameters())[name]
+    assert not torch.equal(base_weight, dict(adapted.named_parameters())[name])

@@ -1,0 +1,103 @@
+import json
+
+import pytest
+
+from ratchet.core.agent import Agent
+from ratchet.core.memory import Exemplar
+from ratchet.engine.models import ModelError
+from ratchet.engine.models.base import Completion
+from ratchet.engine.models.fake import FakeModel
+from ratchet.engine.rollout import RolloutConfig, rollout
+from ratchet.envs.calc import env
+
+
+def oracle_reply(prompt, rng):
+    """Reply with the env oracle's next call for the task in the prompt."""
+    shown = {m["content"] for m in prompt.messages if m["role"] == "user"}
+    task = next(t for t in TASKS if t.instruction in shown)
+    step = sum(1 for m in prompt.messages if m["role"] == "tool")
+    call = env.oracle(task)[step]
+    return json.dumps({"name": call.name, "arguments": call.arguments})
+
+
+TASKS = env.tasks("test", 6, seed=2)
+
+
+def test_scripted_agents_need_no_model():
+    oracle = rollout(env, TASKS, Agent(version="oracle"), None, k=2)
+    assert len(oracle) == 12 and all(t.passed for t in oracle)
+    assert [(t.task.id, t.sample) for t in oracle[:2]] == [(TASKS[0].id, 0), (TASKS[0].id, 1)]
+    null = rollout(env, TASKS, Agent(version="null"), None)
+    assert not any(t.passed for t in null)
+
+
+class BatchedFake(FakeModel):
+    """A fake that, like the local model, wants batches (so the scheduler batches for it)."""
+
+    max_batch_size = 4
+    batches: tuple[int, ...] = ()
+
+    def complete(self, prompts, sampling):
+        self.batches += (len(prompts),)
+        return super().complete(prompts, sampling)
+
+
+def test_model_driven_rollout_batches_concurrent_episodes_and_keeps_order():
+    model = BatchedFake(reply=oracle_reply)
+    result = rollout(env, TASKS, Agent(model="fake"), model, RolloutConfig(concurrency=4))
+    assert [t.task.id for t in result] == [t.id for t in TASKS]
+    assert all(t.passed for t in result)
+    assert max(model.batches) == 4 and sum(model.batches) == sum(len(t.steps) for t in result)
+
+
+def test_remote_style_models_are_called_per_episode():
+    model = FakeModel(reply=oracle_reply)
+    result = rollout(env, TASKS, Agent(model="fake"), model, RolloutConfig(concurrency=4))
+    assert all(t.passed for t in result)
+    assert model.calls == sum(len(t.steps) for t in result)
+
+
+def test_a_dead_backend_fails_the_rollout_with_the_first_error():
+    class Dead(FakeModel):
+        def complete(self, prompts, sampling):
+            return [Completion("", error="HTTP 401: bad key") for _ in prompts]
+
+    stored = []
+    with pytest.raises(ModelError, match=r"every model call failed .* HTTP 401: bad key"):
+        rollout(env, TASKS, Agent(model="fake"), Dead(), on_trajectory=stored.append)
+    assert len(stored) == len(TASKS)
+
+
+def test_skip_resumes_and_callback_sees_each_trajectory():
+    seen = []
+    model = FakeModel()
+    result = rollout(
+        env,
+        TASKS,
+        Agent(model="fake"),
+        model,
+        k=2,
+        skip={(TASKS[0].id, 0), (TASKS[1].id, 1)},
+        on_trajectory=seen.append,
+    )
+    assert len(result) == 10 and len(seen) == 10
+    assert (TASKS[0].id, 0) not in {(t.task.id, t.sample) for t in result}
+
+
+def test_model_agent_without_model_is_refused():
+    with pytest.raises(ValueError, match="needs a model"):
+        rollout(env, TASKS, Agent(model="fake"), None)
+
+
+def test_exemplars_are_retrieved_into_the_prompt():
+    demo = Exemplar("calc", "expression", 1, "Compute 1 + 2.", ())
+    seen_prompts = []
+
+    def reply(prompt, rng):
+        seen_prompts.append(prompt)
+        return json.dumps({"name": "finish", "arguments": {"answer": "0"}})
+
+    agent = Agent(model="fake", exemplars=(demo,), exemplars_per_task=1)
+    trajectories = rollout(env, TASKS[:2], agent, FakeModel(reply=reply))
+    assert all(p.messages[1]["content"] == "Compute 1 + 2." for p in seen_prompts)
+    assert trajectories[0].metadata["exemplars"] == ["Compute 1 + 2."]

@@ -1,0 +1,128 @@
+import json
+import random
+from dataclasses import replace
+
+import pytest
+
+from ratchet.core.agent import Agent
+from ratchet.core.stats import permutation_p_value
+from ratchet.core.verdict import Verdict
+from ratchet.engine.harness import replay
+from ratchet.engine.models.fake import FakeModel
+from ratchet.engine.rollout import rollout
+from ratchet.envs.calc import env
+from ratchet.improve.gate import GateConfig, decide_round, round_alpha, simulate, winner
+
+TASKS = env.tasks("probe", 30)
+TEMPLATE = replay(env, TASKS[0], [])
+
+
+def decide(before, after, config, alpha=0.05):
+    """The gate's decision on one candidate."""
+    return decide_round(before, {"v1": after}, config, alpha)[0]
+
+
+def episodes(rates, k, rng):
+    """Synthetic probe episodes: task i passes with probability rates[i]."""
+    return [
+        replace(TEMPLATE, task=task, sample=s, verdict=Verdict.of(rng.random() < rate))
+        for task, rate in zip(TASKS, rates, strict=False)
+        for s in range(k)
+    ]
+
+
+def test_exact_p_values():
+    assert permutation_p_value([1, 1, 1], 100) == pytest.approx(1 / 8)
+    assert permutation_p_value([0, 0], 100) == 1.0
+    assert permutation_p_value([1, -1], 100) == pytest.approx(3 / 4)
+
+
+def test_monte_carlo_p_value_matches_exact_for_many_tasks():
+    differences = [1.0] * 12 + [-1.0] * 8
+    p = permutation_p_value(differences, 20_000, seed=1)
+    assert 0.2 < p < 0.35  # exact one-sided binomial tail P(X >= 12 | n=20) = 0.2517
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_a_run_of_no_op_levers_is_falsely_accepted_in_at_most_5_percent_of_runs(k):
+    rate = simulate(
+        GateConfig(resamples=2000), probe_tasks=24, probe_k=k, levers=3, rounds=5, trials=100
+    )
+    print(f"false-accept rate per run, 3 no-op levers x 5 rounds, k={k}: {rate:.3f}")
+    assert rate <= 0.05
+
+
+def test_holm_shares_the_round_alpha_among_candidates():
+    rng = random.Random(11)
+    before = episodes([0.3] * 30, 1, rng)
+    better = episodes([0.95] * 30, 1, rng)
+    same = episodes([0.3] * 30, 1, rng)
+    decisions = decide_round(before, {"v1": better, "v2": same, "v3": same}, GateConfig(), 0.05)
+    assert [d.accepted for d in decisions] == [True, False, False]
+    assert decisions[0].threshold == pytest.approx(0.05 / 3)
+    assert winner(decisions) == decisions[0]
+    assert round_alpha(GateConfig(alpha=0.05), rounds=5) == pytest.approx(0.01)
+
+
+def test_a_tiny_probe_says_it_can_never_reach_significance():
+    rng = random.Random(2)
+    decision = decide(episodes([0.0] * 3, 1, rng), episodes([1.0] * 3, 1, rng), GateConfig())
+    assert not decision.accepted
+    assert "3 probe tasks can never reach it" in decision.reason
+
+
+def test_a_clearly_better_candidate_is_accepted():
+    rng = random.Random(3)
+    decision = decide(episodes([0.2] * 30, 2, rng), episodes([0.9] * 30, 2, rng), GateConfig())
+    assert decision.accepted, decision.reason
+    assert decision.probe_gain > 0.5 and decision.p_value < 0.001
+    assert decision.tasks == 30 and decision.samples == 2
+
+
+def test_regressions_beyond_the_budget_are_rejected():
+    rng = random.Random(5)
+    before = episodes([1.0] * 10 + [0.0] * 20, 1, rng)
+    after = episodes([0.0] * 10 + [1.0] * 20, 1, rng)
+    decision = decide(before, after, GateConfig(flip_budget=0.1))
+    assert not decision.accepted
+    assert decision.flips_pass_to_fail == 10 and decision.flips_fail_to_pass == 20
+    assert "exceed the budget 3" in decision.reason
+
+
+def test_unpaired_episodes_are_refused():
+    rng = random.Random(0)
+    with pytest.raises(ValueError, match="same, non-empty"):
+        decide(episodes([0.5] * 30, 1, rng), episodes([0.5] * 29, 1, rng), GateConfig())
+
+
+def noisy_solver(success_rate):
+    """A fake model that solves a calc task (via its oracle) with the given probability."""
+
+    def reply(prompt, rng):
+        shown = {m["content"] for m in prompt.messages if m["role"] == "user"}
+        task = next(t for t in TASKS if t.instruction in shown)
+        if rng.random() > success_rate:
+            return json.dumps({"name": "finish", "arguments": {"answer": "-999"}})
+        step = sum(1 for m in prompt.messages if m["role"] == "tool")
+        call = env.oracle(task)[step]
+        return json.dumps({"name": call.name, "arguments": call.arguments})
+
+    return reply
+
+
+def test_no_op_candidate_through_real_rollouts_is_rejected():
+    agent = Agent(model="fake", temperature=0.7)
+    accepted = 0
+    for trial in range(20):
+        runs = [
+            rollout(
+                env,
+                TASKS[:12],
+                agent,
+                FakeModel(reply=noisy_solver(0.9), seed=trial * 2 + i),
+                k=2,
+            )
+            for i in range(2)
+        ]
+        accepted += decide(runs[0], runs[1], GateConfig(resamples=1000)).accepted
+    assert accepted <= 1

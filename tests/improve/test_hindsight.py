@@ -1,0 +1,70 @@
+from ratchet.core.agent import Agent
+from ratchet.core.task import split_of
+from ratchet.core.tool import ToolCall
+from ratchet.engine.harness import replay
+from ratchet.envs.calc import env
+from ratchet.improve.hindsight import relabel, relabel_all
+
+TASK = env.tasks("train", 1, difficulty=3)[0]
+AGENT = Agent(model="fake")
+
+
+def calls(*specs):
+    return [ToolCall(name, arguments) for name, arguments in specs]
+
+
+def test_every_prefix_of_an_unfinished_exploration_is_a_verified_success_or_held_out():
+    wandering = replay(
+        env,
+        TASK,
+        calls(
+            ("add", {"a": 2, "b": 33}), ("add", {"a": 2, "b": 33}), ("multiply", {"a": 35, "b": 2})
+        ),
+    )
+    assert not wandering.passed and not wandering.terminated
+    result = relabel(env, wandering, AGENT)
+    assert len(result.successes) + result.held_out == 2  # (2 + 33) * 2, and 2 + 33 alone
+    chains = {len(r.task.params["steps"]): r for r in result.successes}
+    for relabelled in result.successes:
+        assert relabelled.passed and relabelled.task.split == "train"
+        assert split_of(relabelled.task.problem) == "train"
+        assert relabelled.messages[0]["role"] == "system"
+        assert relabelled.metadata == {"hindsight": True, "source_task": TASK.id}
+        assert relabelled.steps[-1].call.name == "finish"
+    if 2 in chains:
+        assert chains[2].task.params == {
+            "start": 2,
+            "steps": [["add", 33], ["multiply", 2]],
+            "answer": 70,
+        }
+        assert [s.call.name for s in chains[2].steps] == ["add", "multiply", "finish"]
+
+
+def test_a_wrong_submission_still_teaches_what_its_prefix_did():
+    wrong = replay(env, TASK, calls(("add", {"a": 1, "b": 2}), ("finish", {"answer": "7"})))
+    assert wrong.terminated
+    result = relabel(env, wrong, AGENT)
+    assert len(result.successes) + result.held_out == 1
+    for success in result.successes:
+        assert success.task.params["answer"] == 3
+        assert success.steps[-1].call.arguments == {"answer": "3"}
+
+
+def test_successes_and_empty_episodes_give_nothing():
+    solved = replay(env, TASK, env.oracle(TASK))
+    assert relabel(env, solved, AGENT).successes == ()
+    nothing = relabel(env, replay(env, TASK, []), AGENT)
+    assert nothing.successes == () and nothing.held_out == 0
+
+
+def test_relabel_all_keeps_one_success_per_task_within_the_difficulty_cap():
+    explorations = [
+        replay(
+            env, task, calls(("add", {"a": 40 + i, "b": 1}), ("multiply", {"a": 41 + i, "b": 3}))
+        )
+        for i, task in enumerate(env.tasks("train", 20, difficulty=2))
+    ]
+    both = relabel_all(env, explorations + explorations, AGENT, max_difficulty=2)
+    capped = relabel_all(env, explorations, AGENT, max_difficulty=1)
+    assert len({t.task.id for t in both.successes}) == len(both.successes) > 0
+    assert capped.successes and all(t.task.difficulty == 1 for t in capped.successes)

@@ -1,0 +1,256 @@
+import json
+import random
+from dataclasses import replace
+
+import pytest
+
+from fakes import exploring_model, learning_model
+from ratchet.core.agent import Agent, load_agent
+from ratchet.core.task import split_of
+from ratchet.core.verdict import Verdict
+from ratchet.engine.models import cached_backends
+from ratchet.engine.rollout import RolloutConfig
+from ratchet.engine.store import Store
+from ratchet.envs.calc import env
+from ratchet.improve.config import ImproveConfig
+from ratchet.improve.loop import improve
+
+CONFIG = ImproveConfig(
+    env="calc",
+    model="fake",
+    levers=("exemplars",),
+    rounds=2,
+    train_tasks=16,
+    train_k=2,
+    probe_tasks=24,
+    test_tasks=24,
+    max_difficulty=2,
+    rollout=RolloutConfig(concurrency=8, max_reply_tokens=48),
+)
+
+
+def quiet(line):
+    pass
+
+
+def test_exemplars_are_accepted_and_the_summary_says_so(tmp_path):
+    summary = improve(CONFIG, env, tmp_path, lambda agent, directory: learning_model(), log=quiet)
+    assert summary == json.loads((tmp_path / "summary.json").read_text())
+    assert set(summary) >= {
+        "env",
+        "model",
+        "levers",
+        "base",
+        "final",
+        "rounds",
+        "seconds",
+        "tokens",
+    }
+    assert set(summary["base"]) >= {"pass@1", "pass^k", "mean_score", "n"}
+    first = summary["rounds"][0]
+    assert set(first) >= {"round", "candidates", "seconds", "tokens"}
+    candidate = first["candidates"][0]
+    assert set(candidate) >= {"lever", "probe_gain", "p_value", "flips_pass_to_fail", "accepted"}
+    assert candidate["accepted"] and summary["final_version"] == "v1"
+    assert summary["final"]["pass@1"] > summary["base"]["pass@1"] + 0.3
+    with Store(tmp_path) as store:
+        lineage = [v.id for v in store.lineage("v1")]
+        assert lineage == ["base", "v1"]
+        assert store.agent_version("v1").metadata["accepted"] is True
+        test_agents = {t.agent for _, t in store.trajectories(split="test")}
+    assert test_agents == {"base", "v1"}
+    agent = json.loads((tmp_path / "agents" / "v1" / "agent.json").read_text())
+    assert agent["parent"] == "base" and agent["exemplars"]
+
+
+class FlipsTestOutcomes:
+    """The calc env, except that test-split verdicts are flipped at random."""
+
+    def __init__(self, seed):
+        self.rng = random.Random(seed)
+        self.name, self.description, self.version = env.name, env.description, env.version
+        self.max_difficulty, self.describe = env.max_difficulty, env.describe
+
+    def tasks(self, split, n, seed=0, difficulty=None):
+        return env.tasks(split, n, seed, difficulty)
+
+    def oracle(self, task):
+        return env.oracle(task)
+
+    def session(self, task):
+        session = env.session(task)
+        if task.split == "test":
+            real, flip = session.verify, self.rng.random() < 0.5
+            session.verify = lambda: Verdict.of(real().passed != flip)  # type: ignore[method-assign]
+        return session
+
+
+def decisions_of(out):
+    with Store(out) as store:
+        return [
+            (d.round, d.lever, d.candidate, d.incumbent, d.accepted, d.numbers)
+            for d in store.decisions()
+        ], [(v.id, v.parent, v.lever) for v in store.agent_versions()]
+
+
+def test_test_outcomes_never_reach_a_decision(tmp_path):
+    plain = improve(CONFIG, env, tmp_path / "a", lambda a, d: learning_model(), log=quiet)
+    for seed in (1, 2):
+        flipped = improve(
+            CONFIG,
+            FlipsTestOutcomes(seed),
+            tmp_path / f"b{seed}",
+            lambda a, d: learning_model(),
+            log=quiet,
+        )
+        assert flipped["base"] != plain["base"]  # the perturbation did reach the test split
+        assert decisions_of(tmp_path / f"b{seed}") == decisions_of(tmp_path / "a")
+        assert flipped["final_version"] == plain["final_version"]
+        assert [r["incumbent"] for r in flipped["rounds"]] == [
+            r["incumbent"] for r in plain["rounds"]
+        ]
+        final = load_agent(str(tmp_path / f"b{seed}" / "agents" / flipped["final_version"]))[0]
+        assert final == load_agent(str(tmp_path / "a" / "agents" / plain["final_version"]))[0]
+
+
+def test_no_relabelled_training_task_has_a_probe_or_test_problem(tmp_path):
+    summary = improve(CONFIG, env, tmp_path, lambda a, d: exploring_model(), log=quiet)
+    with Store(tmp_path) as store:
+        relabelled = [
+            t for _, t in store.trajectories(split="train") if t.metadata.get("hindsight")
+        ]
+        held = {t.task.problem for _, t in store.trajectories() if t.task.split != "train"}
+    assert relabelled and sum(r["relabelled"] for r in summary["rounds"]) == len(relabelled)
+    assert sum(r["relabels_held_out"] for r in summary["rounds"]) > 0  # some were dropped
+    assert all(split_of(t.task.problem) == "train" for t in relabelled)
+    assert not {t.task.problem for t in relabelled} & held
+    drawn = {
+        task.problem
+        for split in ("probe", "test")
+        for difficulty in (1, 2)
+        for seed in range(10)
+        for task in env.tasks(split, 200, seed=seed, difficulty=difficulty)
+    }
+    assert not {t.task.problem for t in relabelled} & drawn
+
+
+def test_a_lever_that_proposes_nothing_uses_no_version_number(tmp_path):
+    class Idle:
+        name = "idle"
+
+        def propose(self, context):
+            return None
+
+    from ratchet.improve.levers.exemplars import ExemplarLever
+
+    config = replace(CONFIG, levers=("idle", "exemplars"))
+    summary = improve(
+        config,
+        env,
+        tmp_path,
+        lambda a, d: learning_model(),
+        log=quiet,
+        levers=[Idle(), ExemplarLever()],
+    )
+    versions = [c["version"] for r in summary["rounds"] for c in r["candidates"] if c["version"]]
+    assert versions == [f"v{i}" for i in range(1, len(versions) + 1)]
+    idle = [c for r in summary["rounds"] for c in r["candidates"] if c["lever"] == "idle"]
+    assert idle and all(c["reason"] == "nothing to propose" for c in idle)
+
+
+def test_a_start_that_failed_does_not_block_the_directory(tmp_path):
+    def broken(agent, directory):
+        raise RuntimeError("no such model")
+
+    with pytest.raises(RuntimeError):
+        improve(CONFIG, env, tmp_path, broken, log=quiet)
+    summary = improve(CONFIG, env, tmp_path, lambda a, d: learning_model(), log=quiet)
+    assert len(summary["rounds"]) == 2
+
+
+class Interrupt(BaseException):  # like a kill: not an error an episode could record
+    pass
+
+
+def test_resume_after_a_kill_mid_round_loses_nothing(tmp_path):
+    calls = {"n": 0}
+
+    def dying(agent, directory):
+        model = learning_model()
+        complete = model.complete
+
+        def complete_or_die(prompts, sampling):
+            calls["n"] += 1
+            if calls["n"] == 40:  # base test: 24 calls; round 1's training: 32 calls
+                raise Interrupt
+            return complete(prompts, sampling)
+
+        model.complete = complete_or_die
+        return model
+
+    with pytest.raises(Interrupt):
+        improve(CONFIG, env, tmp_path, dying, log=quiet)
+    with Store(tmp_path) as store:
+        before = {(t.task.id, t.agent, t.sample): i for i, t in store.trajectories()}
+    assert before
+    summary = improve(CONFIG, env, tmp_path, lambda a, d: learning_model(), resume=True, log=quiet)
+    with Store(tmp_path) as store:
+        after = {(t.task.id, t.agent, t.sample): i for i, t in store.trajectories()}
+    assert all(after[key] == row for key, row in before.items())
+    assert len(summary["rounds"]) == 2
+
+
+def test_an_existing_run_needs_resume_and_matching_settings(tmp_path):
+    improve(CONFIG, env, tmp_path, lambda a, d: learning_model(), log=quiet)
+    with pytest.raises(ValueError, match="already holds a run"):
+        improve(CONFIG, env, tmp_path, lambda a, d: learning_model(), log=quiet)
+    other = replace(CONFIG, probe_tasks=10)
+    with pytest.raises(ValueError, match="other settings"):
+        improve(other, env, tmp_path, lambda a, d: learning_model(), resume=True, log=quiet)
+    with pytest.raises(ValueError, match="holds no run"):
+        improve(CONFIG, env, tmp_path / "empty", lambda a, d: learning_model(), resume=True)
+
+
+def test_cached_backends_build_each_model_and_adapter_once(tmp_path):
+    built = []
+    backends = cached_backends(
+        lambda spec, adapter: built.append((spec, adapter)) or learning_model()
+    )
+    base, child = Agent(model="fake"), Agent(model="fake", version="v1", adapter="adapter")
+    assert backends(base, None) is backends(Agent(model="fake", version="v9"), tmp_path)
+    assert backends(child, tmp_path) is not backends(base, None)
+    assert built == [("fake", None), ("fake", tmp_path / "adapter")]
+
+
+def test_a_candidate_keeps_the_incumbents_adapter_by_a_relative_path(tmp_path):
+    from ratchet.improve.levers.exemplars import ExemplarLever
+
+    class AddsAdapter:
+        name = "rft"
+
+        def propose(self, context):
+            (context.workdir / "adapter").mkdir()
+            return context.incumbent.derive(context.version, self.name, adapter="adapter")
+
+    seen = {}
+
+    def backend(agent, directory):
+        path = agent.adapter_path(directory)
+        seen[agent.version] = path
+        assert path is None or path.resolve().is_dir()
+        return learning_model(unskilled=0.95) if path else learning_model()
+
+    config = replace(CONFIG, levers=("rft", "exemplars"))
+    levers = [AddsAdapter(), ExemplarLever()]
+    improve(config, env, tmp_path, backend, log=quiet, levers=levers)
+    child = load_agent(str(tmp_path / "agents" / "v4"))[0]
+    assert (child.parent, child.lever) == ("v1", "exemplars")
+    assert child.adapter == "../v1/adapter"
+    assert seen["v4"].resolve() == (tmp_path / "agents" / child.parent / "adapter").resolve()
+
+
+def test_a_probe_too_small_to_ever_accept_is_refused_up_front(tmp_path):
+    tiny = replace(CONFIG, probe_tasks=3)
+    with pytest.raises(ValueError, match=r"3 probe tasks the gate can never accept.*at least 6"):
+        improve(tiny, env, tmp_path, lambda a, d: learning_model(), log=quiet)
+    assert not (tmp_path / "ratchet.db").exists()
