@@ -27,7 +27,7 @@ def test_tasks_json():
 def test_check_calc_exits_zero():
     result = runner.invoke(app, ["check", "calc", "-n", "20"])
     assert result.exit_code == 0, result.output
-    assert "passes all 15 checks" in result.output
+    assert "passes all 16 checks" in result.output
     assert "red-team: hedged answer" in result.output
 
 
