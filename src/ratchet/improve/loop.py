@@ -22,10 +22,10 @@ from ratchet.core.task import Task
 from ratchet.engine.models import Backends, Model, Trainer, make_trainer
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.curriculum import CurriculumConfig, choose_tasks
-from ratchet.improve.gate import decide_round, round_alpha, winner
+from ratchet.improve.gate import decide_round, round_alpha, unreachable, winner
 from ratchet.improve.hindsight import relabel_all
 from ratchet.improve.levers import Lever, make_levers
-from ratchet.improve.practice import Practice
+from ratchet.improve.practice import PROBE_SEED, Practice, draw
 from ratchet.improve.rundir import RunDir
 from ratchet.improve.summary import round_lines, round_record, summary
 
@@ -60,9 +60,12 @@ def improve(
 
     Raises:
         ValueError: If ``out`` holds another run and ``resume`` is false, or holds no run (or
-            one with other settings) and ``resume`` is true, or a lever name is unknown.
+            one with other settings) and ``resume`` is true, or a lever name is unknown, or
+            the probe is too small for the gate ever to accept (or larger than the env's
+            probe split).
     """
     levers = _levers(config, levers)
+    _preflight(config, env, len(levers))
     with RunDir.open(out, config, resume=resume, log=log) as run:
         practice = Practice(run, env, backends, reflector, lambda: _trainer(config), progress)
         test = practice.test_tasks()
@@ -98,6 +101,17 @@ def improve(
         if final.version not in run.tests:
             practice.test(final, test)
         return run.finish(summary(run, env))
+
+
+def _preflight(config: ImproveConfig, env: Env, candidates: int) -> None:
+    """Refuse, before any work, a run whose gate cannot accept or whose probe cannot be drawn."""
+    problem = unreachable(config.gate, config.probe_tasks, config.rounds, candidates)
+    if problem is not None:
+        raise ValueError(problem)
+    try:
+        draw(env, "probe", config.probe_tasks, config.seed + PROBE_SEED, config.max_difficulty)
+    except ValueError as exc:
+        raise ValueError(f"cannot draw {config.probe_tasks} probe tasks: {exc}") from None
 
 
 def _levers(config: ImproveConfig, levers: Sequence[Lever] | None) -> list[Lever]:
