@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -93,3 +94,53 @@ def test_run_show_export_and_resume(tmp_path):
     out = tmp_path / "out.jsonl"
     exported = runner.invoke(app, ["export", str(store), "--out", str(out)])
     assert exported.exit_code == 0 and len(out.read_text().splitlines()) == 4
+
+
+KV = Path(__file__).parents[2] / "examples" / "kv_env.py"
+
+
+def test_check_and_eval_take_a_file_reference(tmp_path):
+    checked = runner.invoke(app, ["check", f"{KV}:env", "-n", "10", "--split-draws", "50"])
+    assert checked.exit_code == 0, checked.output
+    evaluated = runner.invoke(
+        app, ["eval", f"{KV}:env", "--agent", "oracle", "-n", "4", "--json", "--out", str(tmp_path)]
+    )
+    assert evaluated.exit_code == 0, evaluated.output
+    assert json.loads(evaluated.stdout)["pass@1"] == 1.0
+
+
+def test_run_and_improve_take_a_module_reference(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(KV.parent))
+    stored = runner.invoke(
+        app, ["run", "kv_env:env", "--agent", "oracle", "-n", "3", "--out", str(tmp_path / "s")]
+    )
+    assert stored.exit_code == 0, stored.output
+    improved = runner.invoke(
+        app,
+        ["improve", "kv_env:env", "--model", "fake", "--levers", "exemplars", "--rounds", "1",
+         "--train-tasks", "4",
+         "--probe-tasks", "6", "--test-tasks", "4", "--out", str(tmp_path / "i")],
+    )  # fmt: skip
+    assert improved.exit_code == 0, improved.output
+    assert (tmp_path / "i" / "summary.json").exists()
+
+
+def test_a_bad_reference_and_a_tiny_env_are_clear_failures(tmp_path):
+    missing = runner.invoke(app, ["check", "nosuch_module_xyz:env"])
+    assert missing.exit_code != 0 and "Traceback" not in missing.output
+    assert "nosuch_module_xyz" in missing.output
+    tiny = tmp_path / "tiny.py"
+    tiny.write_text(
+        "import random\n"
+        "from ratchet import SimpleEnv, TaskSpec, ToolCall, Verdict\n"
+        "def sample(rng: random.Random, difficulty: int) -> TaskSpec:\n"
+        "    n = rng.randrange(3)\n"
+        "    return TaskSpec(f'Answer {n}.', {'n': n})\n"
+        "env = SimpleEnv(name='tiny', description='three problems', sample=sample,\n"
+        "    build=lambda t: {}, tools=lambda w: [],\n"
+        "    verify=lambda t, w, a: Verdict.of(a == str(t.params['n'])),\n"
+        "    oracle=lambda t: [ToolCall('finish', {'answer': str(t.params['n'])})])\n"
+    )
+    result = runner.invoke(app, ["check", f"{tiny}:env", "--split-draws", "20"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "could not draw 200 test tasks" in result.output
