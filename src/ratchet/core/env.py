@@ -260,8 +260,9 @@ class SimpleEnv(Generic[World]):
             :class:`~ratchet.core.pool.TaskPool` (a fixed list of tasks with its own splits);
             drives :meth:`tasks`.
         build: Makes a fresh world for a task.
-        tools: Returns the tool functions bound to a world. A tool may return
-            :func:`end_episode` to end the episode (a game won or lost).
+        tools: Returns the tools bound to a world: typed functions, or :class:`Tool` objects
+            (say, from :meth:`Tool.from_schema`). A tool may return :func:`end_episode` to end
+            the episode (a game won or lost).
         verify: ``verify(task, world, answer) -> Verdict``, reading the world's state.
         oracle: ``oracle(task) -> list[ToolCall]``, a solution ending with ``finish``.
         describe: ``describe(trajectory) -> TaskSpec | None``: names the task, in the same
@@ -283,7 +284,7 @@ class SimpleEnv(Generic[World]):
     description: str
     sample: Sampler | TaskPool
     build: Callable[[Task], World]
-    tools: Callable[[World], Sequence[Callable[..., Any]]]
+    tools: Callable[[World], Sequence[Callable[..., Any] | Tool]]
     verify: Callable[[Task, World, str | None], Verdict]
     oracle: Callable[[Task], list[ToolCall]]
     describe: Describe | None = None
@@ -333,7 +334,7 @@ class SimpleEnv(Generic[World]):
         teardown = self.teardown
         return ToolSession(
             task,
-            [Tool.from_function(fn) for fn in self.tools(world)],
+            [fn if isinstance(fn, Tool) else Tool.from_function(fn) for fn in self.tools(world)],
             lambda answer: self.verify(task, world, answer),
             policy=self.policy,
             close=(lambda: teardown(world)) if teardown else None,
