@@ -140,8 +140,9 @@ def harbor_env(
     command_limits = limits or Limits(cpu_s=20, memory_mb=1024, timeout_s=30.0)
 
     def spec(task: HarborTask) -> TaskSpec:
-        return TaskSpec(paths.instruction(task.instruction), {"task": task.name},
-                        difficulty=task.difficulty)  # fmt: skip
+        return TaskSpec(
+            paths.instruction(task.instruction), {"task": task.name}, difficulty=task.difficulty
+        )
 
     def build(task: Task) -> HarborWorld:
         harbor = by_name[task.params["task"]]
