@@ -1,4 +1,4 @@
-"""An env from an MCP server: the stock room of ``mcp_server.py``, plus tasks and a verifier.
+"""An env from an MCP server (``servers/stockroom_mcp.py``) plus tasks and a verifier.
 
 The agent gets the server's ``stock``, ``add`` and ``remove`` tools (``reset`` stays hidden:
 setup uses it); the verifier reads the stock room's final state through the same connection.
@@ -17,7 +17,7 @@ from ratchet import Task, TaskSpec, ToolCall, Verdict
 from ratchet.adapters.mcp import MCPClient, StdioServer, mcp_env
 
 ITEMS = ["apples", "pears", "plums", "figs"]
-SERVER = StdioServer(sys.executable, [str(Path(__file__).with_name("mcp_server.py"))])
+SERVER = StdioServer(sys.executable, [str(Path(__file__).parent / "servers" / "stockroom_mcp.py")])
 
 
 def listing(counts: dict[str, int]) -> str:

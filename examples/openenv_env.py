@@ -1,4 +1,4 @@
-"""An env from an OpenEnv server: the guessing game of ``openenv_server.py``.
+"""An env from an OpenEnv server: the guessing game of ``servers/guess_openenv.py``.
 
 Importing this file starts that server on a free local port (in a background thread) and
 connects to it like any OpenEnv server: tasks and splits come from the server's Task API, the
@@ -22,7 +22,7 @@ from ratchet.adapters.openenv import openenv_env
 
 
 def load_server():
-    path = Path(__file__).with_name("openenv_server.py")
+    path = Path(__file__).parent / "servers" / "guess_openenv.py"
     spec = importlib.util.spec_from_file_location("ratchet_example_openenv_server", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

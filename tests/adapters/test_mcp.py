@@ -19,7 +19,7 @@ from ratchet.envs.check import check_env
 from ratchet.envs.registry import load_env_reference
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
-SERVER_FILE = EXAMPLES / "mcp_server.py"
+SERVER_FILE = EXAMPLES / "servers" / "stockroom_mcp.py"
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """A tiny MCP server: a stock room with add, remove and stock tools (official ``mcp`` SDK).
 
-Run it over stdio (``python mcp_server.py``), as ``examples/mcp_env.py`` does, or over
-streamable HTTP (``python mcp_server.py --http 8000``, endpoint ``/mcp``). Each MCP session has
+Run it over stdio (``python stockroom_mcp.py``), as ``examples/mcp_env.py`` does, or over
+streamable HTTP (``python stockroom_mcp.py --http 8000``, endpoint ``/mcp``). Each MCP session has
 its own stock room, so HTTP clients do not see each other's. ``reset`` is meant for the env's
 setup, not for the agent (``mcp_env`` hides it).
 """

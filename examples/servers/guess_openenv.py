@@ -4,7 +4,7 @@ Built with OpenEnv's own ``create_app``; it has the Task API (``train``, ``valid
 ``test`` splits of fixed secrets), so a client resets it with ``split`` and ``index``. The
 episode ends with reward 1 on the right guess, or reward 0 after ``MAX_GUESSES`` wrong ones.
 
-    python examples/openenv_server.py --port 8000
+    python examples/servers/guess_openenv.py --port 8000
 """
 
 import argparse
