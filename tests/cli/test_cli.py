@@ -1,6 +1,7 @@
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ratchet.cli import app
@@ -144,3 +145,21 @@ def test_a_bad_reference_and_a_tiny_env_are_clear_failures(tmp_path):
     result = runner.invoke(app, ["check", f"{tiny}:env", "--split-draws", "20"])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "could not draw 200 test tasks" in result.output
+
+
+def test_export_adds_token_ids_with_a_tokenizer(tmp_path):
+    store = tmp_path / "store"
+    ran = runner.invoke(app, ["run", "calc", "--agent", "oracle", "-n", "2", "--out", str(store)])
+    assert ran.exit_code == 0, ran.output
+    bad = runner.invoke(
+        app, ["export", str(store), "--out", str(tmp_path / "x.jsonl"), "--tokenizer", "/nope"]
+    )
+    assert bad.exit_code == 2 and "no tokenizer at '/nope'" in bad.output
+    out = tmp_path / "t.jsonl"
+    exported = runner.invoke(app, ["export", str(store), "--out", str(out), "--tokenizer", "local"])
+    if exported.exit_code != 0 and "no tokenizer" in exported.output:
+        pytest.skip("no embedded tokenizer here")
+    assert exported.exit_code == 0, exported.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(lines) == 2
+    assert all(len(r["input_ids"]) == len(r["token_loss_mask"]) > 0 for r in lines)

@@ -21,7 +21,7 @@ import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from ratchet.core.env import Env, Session
+from ratchet.core.env import Env
 from ratchet.core.records import from_json, to_json
 from ratchet.core.task import Split, Task
 from ratchet.core.tool import ToolCall
@@ -66,8 +66,8 @@ def environment_factory(env: Env, *, split: Split = "train", seed: int = 0) -> t
     draws = itertools.count()
 
     def __init__(self: Any) -> None:
-        self._session: Session | None = None
-        self.task: Task | None = None
+        self._session = None
+        self.task = None
 
     def reset(self: Any, task: str | None = None, **row: Any) -> str:
         """Start an episode: the row's task, or the next one drawn from the split."""
@@ -157,7 +157,7 @@ def _method(name: str, description: str, parameters: dict[str, Any]) -> Callable
 
 
 def _python_type(schema: dict[str, Any]) -> Any:
-    if "enum" in schema and schema["enum"]:
+    if schema.get("enum"):
         return Literal[tuple(schema["enum"])]
     kind = _TYPES.get(schema.get("type", "string"), str)
     if kind is list and isinstance(schema.get("items"), dict):
