@@ -18,14 +18,14 @@ from typing import Any
 from rich.progress import Progress
 
 from ratchet.core.env import Env
-from ratchet.core.task import Task
+from ratchet.core.task import Split, Task
 from ratchet.engine.models import Backends, Model, Trainer, make_trainer
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.curriculum import CurriculumConfig, choose_tasks
 from ratchet.improve.gate import decide_round, round_alpha, unreachable, winner
 from ratchet.improve.hindsight import relabel_all
 from ratchet.improve.levers import Lever, make_levers
-from ratchet.improve.practice import PROBE_SEED, Practice, draw
+from ratchet.improve.practice import PROBE_SEED, TEST_SEED, Practice, draw
 from ratchet.improve.rundir import RunDir
 from ratchet.improve.summary import round_lines, round_record, summary
 
@@ -104,14 +104,19 @@ def improve(
 
 
 def _preflight(config: ImproveConfig, env: Env, candidates: int) -> None:
-    """Refuse, before any work, a run whose gate cannot accept or whose probe cannot be drawn."""
+    """Refuse, before any work, a run whose gate cannot accept or whose tasks cannot be drawn."""
     problem = unreachable(config.gate, config.probe_tasks, config.rounds, candidates)
     if problem is not None:
         raise ValueError(problem)
-    try:
-        draw(env, "probe", config.probe_tasks, config.seed + PROBE_SEED, config.max_difficulty)
-    except ValueError as exc:
-        raise ValueError(f"cannot draw {config.probe_tasks} probe tasks: {exc}") from None
+    sizes: tuple[tuple[Split, int, int], ...] = (
+        ("probe", config.probe_tasks, PROBE_SEED),
+        ("test", config.test_tasks, TEST_SEED),
+    )
+    for split, n, seed in sizes:
+        try:
+            draw(env, split, n, config.seed + seed, config.max_difficulty)
+        except ValueError as exc:
+            raise ValueError(f"cannot draw {n} {split} tasks: {exc}") from None
 
 
 def _levers(config: ImproveConfig, levers: Sequence[Lever] | None) -> list[Lever]:
