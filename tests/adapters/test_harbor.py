@@ -70,3 +70,15 @@ def test_bad_task_folders_and_splits_are_clear_errors(tmp_path):
         harbor_env(TASKS, name="x", splits={"test": ["nope"]})
     with pytest.raises(ValueError, match="not a folder"):
         harbor_env(tmp_path / "missing", name="x")
+
+
+def test_a_failing_verifier_s_feedback_is_the_same_every_run(tmp_path):
+    task_dir = tmp_path / "broken"
+    (task_dir / "tests").mkdir(parents=True)
+    (task_dir / "instruction.md").write_text("Do nothing.")
+    (task_dir / "tests" / "test.sh").write_text("cat /tests/missing.txt\n")
+    env = harbor_env(tmp_path, name="broken", splits={"test": ["broken"]})
+    task = env.tasks("test", 1)[0]
+    first, second = (replay(env, task, [ToolCall("finish", {})]).verdict for _ in range(2))
+    assert first == second and "tests/missing.txt" in first.feedback
+    assert ".verifier-" not in first.feedback

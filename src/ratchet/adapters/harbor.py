@@ -284,9 +284,9 @@ def _verify(world: HarborWorld, paths: _Paths) -> Verdict:
     result = sandbox.run(["/bin/bash", f"{folder}/tests/test.sh"], limits=limits)
     reward, metrics = _reward(sandbox.root, f"{folder}/logs/verifier")
     if reward is None:
-        return Verdict(
-            0.0, False, f"the tests wrote no reward file; test.sh: {result.summary()[-400:]}"
-        )
+        # The folder's random name would make the same episode's feedback differ run to run.
+        output = result.summary().replace(f"./{folder}/", "").replace(folder, "verifier")
+        return Verdict(0.0, False, f"the tests wrote no reward file; test.sh: {output[-400:]}")
     score = min(1.0, max(0.0, reward)) if math.isfinite(reward) else 0.0
     return Verdict(score, score >= 1.0, f"reward {reward:g}", metrics)
 
