@@ -57,6 +57,7 @@ def test_a_planted_reward_file_is_out_of_the_agent_s_reach(hello):
     assert not forged.passed and forged.score == 0.0
 
 
+@pytest.mark.slow  # about 10 s of sandboxed runs; the interop acceptance script runs it too
 def test_the_example_env_passes_check():
     env = load_env_reference(f"{Path(__file__).parents[2] / 'examples' / 'harbor_env.py'}:env")
     report = check_env(env, n=3, split_draws=20)
