@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 
 from ratchet.core.env import SimpleEnv, ToolSession, end_episode
@@ -145,3 +147,15 @@ def test_a_tool_can_end_the_episode_won_or_lost():
     assert session.step(ToolCall("open_door", {"door": 0})).error == (
         "the episode is over; no more calls are taken"
     )
+
+
+def test_a_world_whose_first_observation_fails_is_torn_down():
+    torn = []
+
+    def observe(world):
+        raise RuntimeError("no light in the hall")
+
+    broken = replace(GAME, observe=observe, teardown=torn.append)
+    with pytest.raises(RuntimeError, match="no light"):
+        broken.session(broken.tasks("train", 1)[0])
+    assert len(torn) == 1

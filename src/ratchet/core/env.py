@@ -332,11 +332,18 @@ class SimpleEnv(Generic[World]):
         """Build a fresh world for ``task`` and wrap it in a :class:`ToolSession`."""
         world = self.build(task)
         teardown = self.teardown
+        try:
+            tools = [t if isinstance(t, Tool) else Tool.from_function(t) for t in self.tools(world)]
+            intro = self.observe(world) if self.observe else ""
+        except BaseException:
+            if teardown is not None:  # the session never existed to close the world
+                teardown(world)
+            raise
         return ToolSession(
             task,
-            [fn if isinstance(fn, Tool) else Tool.from_function(fn) for fn in self.tools(world)],
+            tools,
             lambda answer: self.verify(task, world, answer),
             policy=self.policy,
             close=(lambda: teardown(world)) if teardown else None,
-            intro=self.observe(world) if self.observe else "",
+            intro=intro,
         )
