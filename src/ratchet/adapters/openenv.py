@@ -195,9 +195,12 @@ class OpenEnvSession:
             self._tools = {spec["name"]: self._remote_tool(spec) for spec in specs}
         else:
             self._tools = {"step": self._action_tool()}
-        if FINISH not in self._tools:
+        if FINISH not in self._tools:  # the server has no finish of its own: end it here
             self._tools[FINISH] = Tool.from_schema(
-                FINISH, "Submit your final answer and end the episode.", _FINISH_SCHEMA, str
+                FINISH,
+                "Submit your final answer and end the episode.",
+                _FINISH_SCHEMA,
+                self._finish_here,
             )
         text = "\n\n".join(
             t for t in (self.task.instruction, self.env.render(first["observation"])) if t
@@ -214,16 +217,17 @@ class OpenEnvSession:
             return error_observation(f"unknown tool {call.name!r}; available tools: {known}")
         try:
             arguments = tool.validate(call.arguments)
-            if call.name == FINISH and tool.fn is str:
-                self._answer, self._over = str(arguments["answer"]), True
-                return Observation("Answer submitted.", done=True, terminated=True)
             if call.name == FINISH:
                 self._answer = str(arguments.get("answer", ""))
             text = tool.fn(**arguments)
         except ToolError as exc:
             return error_observation(str(exc), done=self._over)
-        self._over = bool(self._last.get("done"))
+        self._over = self._over or bool(self._last.get("done"))
         return Observation(text, done=self._over, terminated=self._over)
+
+    def _finish_here(self, answer: str) -> str:
+        self._over = True
+        return "Answer submitted."
 
     def verify(self) -> Verdict:
         """Judge the episode by what the server reported."""
