@@ -7,8 +7,9 @@ hindsight, levers), ``report`` and ``sandbox``.
 """
 
 from ratchet.core.agent import Agent, load_agent
-from ratchet.core.env import Env, Session, SimpleEnv, ToolSession
+from ratchet.core.env import Env, Session, SimpleEnv, ToolSession, end_episode
 from ratchet.core.memory import Exemplar, Insight
+from ratchet.core.pool import TaskPool
 from ratchet.core.task import Split, Task, TaskSpec, generate_tasks, make_task
 from ratchet.core.tool import Tool, ToolCall, ToolError
 from ratchet.core.trajectory import Observation, Step, Trajectory
@@ -60,6 +61,7 @@ __all__ = [
     "Step",
     "Store",
     "Task",
+    "TaskPool",
     "TaskSpec",
     "Tool",
     "ToolCall",
@@ -71,6 +73,7 @@ __all__ = [
     "cached_backends",
     "check_env",
     "decide_round",
+    "end_episode",
     "env_names",
     "generate_tasks",
     "improve",

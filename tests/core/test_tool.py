@@ -94,3 +94,66 @@ def test_tool_call_round_trips_and_renders_openai():
         "type": "function",
         "function": {"name": "transfer", "arguments": '{"amount": 1, "to": "x"}'},
     }
+
+
+def test_two_closures_of_one_factory_keep_their_own_name_schema_and_validator():
+    def wrap(name: str, kind: type, doc: str):
+        def call(value: kind) -> str:  # type: ignore[valid-type]
+            return f"{name}({value!r})"
+
+        call.__doc__ = f"{doc}\n\nArgs:\n    value: The value."
+        return Tool.from_function(call, name)
+
+    text = wrap("echo", str, "Echo a text.")
+    number = wrap("double", int, "Double a number.")
+    assert (text.name, text.description) == ("echo", "Echo a text.")
+    assert (number.name, number.description) == ("double", "Double a number.")
+    assert text.parameters["properties"]["value"]["type"] == "string"
+    assert number.parameters["properties"]["value"]["type"] == "integer"
+    assert text({"value": "hi"}) == "echo('hi')"
+    assert number({"value": 2}) == "double(2)"
+    with pytest.raises(ToolError, match="value"):
+        text.validate({"value": 3})
+    with pytest.raises(ToolError, match="value"):
+        number.validate({"value": "three"})
+
+
+WEATHER = {
+    "type": "object",
+    "properties": {
+        "city": {"type": "string", "description": "City name."},
+        "days": {"type": "integer", "minimum": 1, "maximum": 7},
+    },
+    "required": ["city"],
+    "additionalProperties": False,
+}
+
+
+def test_from_schema_keeps_the_schema_and_validates_with_it():
+    tool = Tool.from_schema(
+        "forecast", "Weather forecast.", WEATHER, lambda city, days=1: f"{city}: sun x{days}"
+    )
+    assert tool.schema()["function"] == {
+        "name": "forecast",
+        "description": "Weather forecast.",
+        "parameters": WEATHER,
+    }
+    assert tool({"city": "Oslo", "days": 2}) == "Oslo: sun x2"
+    with pytest.raises(ToolError, match="days: 9 is greater than the maximum of 7"):
+        tool.validate({"city": "Oslo", "days": 9})
+    with pytest.raises(ToolError, match="'city' is a required property"):
+        tool.validate({})
+    with pytest.raises(ToolError, match="must be a JSON object"):
+        tool.validate(["Oslo"])  # type: ignore[arg-type]
+
+
+def test_from_schema_fills_in_missing_properties_and_refuses_bad_schemas():
+    bare = Tool.from_schema("ping", "Ping.", {"type": "object"}, lambda: "pong")
+    assert bare.parameters == {"type": "object", "properties": {}}
+    assert bare({}) == "pong"
+    with pytest.raises(ValueError, match="of type object"):
+        Tool.from_schema("x", "X.", {"type": "string"}, str)
+    with pytest.raises(ValueError, match="invalid JSON schema"):
+        Tool.from_schema("x", "X.", {"type": "object", "properties": 3}, str)
+    with pytest.raises(ValueError, match="needs a name"):
+        Tool.from_schema("", "X.", WEATHER, str)

@@ -101,3 +101,28 @@ def test_exemplars_are_retrieved_into_the_prompt():
     trajectories = rollout(env, TASKS[:2], agent, FakeModel(reply=reply))
     assert all(p.messages[1]["content"] == "Compute 1 + 2." for p in seen_prompts)
     assert trajectories[0].metadata["exemplars"] == ["Compute 1 + 2."]
+
+
+def test_a_failing_session_or_oracle_is_one_crashed_scripted_episode():
+    from dataclasses import replace
+
+    broken_world = TASKS[1].id
+    broken_plan = TASKS[2].id
+
+    def build(task):
+        if task.id == broken_world:
+            raise RuntimeError("no world today")
+        return env.build(task)
+
+    def oracle(task):
+        if task.id == broken_plan:
+            raise RuntimeError("no plan today")
+        return env.oracle(task)
+
+    flaky = replace(env, build=build, oracle=oracle)
+    episodes = rollout(flaky, TASKS, Agent(version="oracle"), None)
+    assert len(episodes) == len(TASKS)
+    errors = {t.task.id: t.error for t in episodes if t.error}
+    assert set(errors) == {broken_world, broken_plan}
+    assert "no world today" in errors[broken_world] and "no plan today" in errors[broken_plan]
+    assert sum(t.passed for t in episodes) == len(TASKS) - 2

@@ -3,7 +3,9 @@ from dataclasses import replace
 
 import pytest
 
-from ratchet.core.task import make_task
+from ratchet.core.env import SimpleEnv
+from ratchet.core.pool import TaskPool
+from ratchet.core.task import TaskSpec, make_task
 from ratchet.core.tool import ToolCall
 from ratchet.core.verdict import Verdict
 from ratchet.envs.calc import env as calc
@@ -18,14 +20,15 @@ def failing(report):
 def test_calc_passes_every_check():
     report = check_env(calc, n=50, split_draws=200)
     assert report.passed, report.results
-    assert len(report.results) == 15
+    assert len(report.results) == 16
     assert sum(r.name.startswith("red-team") for r in report.results) == 8
 
 
 def test_a_verifier_that_trusts_claims_is_caught():
     gullible = replace(calc, verify=lambda task, world, answer: Verdict.of(bool(answer)))
     caught = failing(check_env(gullible, n=10, split_draws=50))
-    assert "forged claim scores 0" in caught and "red-team: prompt injection" in caught
+    assert "forged claim scores below the oracle" in caught
+    assert "red-team: prompt injection" in caught
     assert not caught & {"oracle scores 1", "determinism", "splits disjoint by problem"}
 
 
@@ -95,3 +98,84 @@ def test_an_env_that_splits_by_wording_fails_the_split_check():
 @pytest.mark.parametrize("name", ["calc", "shop", "files", "code", "grid"])
 def test_every_built_in_env_has_disjoint_splits_by_problem_at_2000_draws(name):
     print(check_splits(make_env(name), draws=2000, seed=0))
+
+
+def three_problems(rng, difficulty):
+    n = rng.randrange(3)
+    return TaskSpec(f"Answer {n}.", {"n": n})
+
+
+TINY = SimpleEnv(
+    name="tiny",
+    description="three problems",
+    sample=three_problems,
+    build=lambda task: {},
+    tools=lambda world: [],
+    verify=lambda task, world, answer: Verdict.of(answer == str(task.params["n"])),
+    oracle=lambda task: [ToolCall("finish", {"answer": str(task.params["n"])})],
+)
+
+
+def test_an_env_too_small_for_n_test_tasks_fails_cleanly():
+    report = check_env(TINY, n=200, split_draws=20)
+    first = report.results[0]
+    assert (first.name, first.passed) == ("test tasks", False)
+    assert "could not draw 200 test tasks" in first.detail
+    details = {r.name: r.detail for r in report.results}
+    assert "not run: no test tasks" in details["oracle scores 1"]
+
+
+def counted(task, world, answer):
+    """Format credit: 0.2 for any number, 1 for the right one; passing needs the right one."""
+    right = answer == str(task.params["a"] + task.params["b"])
+    numeric = answer is not None and answer.lstrip("-").isdigit()
+    return Verdict(score=1.0 if right else 0.2 if numeric else 0.0, passed=right, feedback="")
+
+
+def test_format_credit_is_allowed_when_the_null_policy_neither_passes_nor_matches_the_oracle():
+    credited = replace(calc, verify=lambda task, world, answer: counted(task, world, answer))
+    pooled = SimpleEnv(
+        name="sums",
+        description="sums with format credit",
+        sample=TaskPool(
+            train=[TaskSpec(f"{a}+1", {"a": a, "b": 1}) for a in range(20)],
+            probe=[TaskSpec(f"{a}+2", {"a": a, "b": 2}) for a in range(20)],
+            test=[TaskSpec(f"{a}+3", {"a": a, "b": 3}) for a in range(20)],
+        ),
+        build=lambda task: {},
+        tools=lambda world: [],
+        verify=credited.verify,
+        oracle=lambda t: [ToolCall("finish", {"answer": str(t.params["a"] + t.params["b"])})],
+    )
+    report = check_env(pooled, n=20, split_draws=40)
+    assert report.passed, [r for r in report.results if not r.passed]
+
+
+def test_null_failures_are_all_counted_and_noop_tasks_are_exempt():
+    def lenient(task, world, answer):
+        right = answer == str(task.params["n"])
+        return Verdict.of(right or (task.params["n"] % 2 == 0 and answer == ""))
+
+    specs = [TaskSpec(f"Answer {n}.", {"n": n}) for n in range(40)]
+    env = SimpleEnv(
+        name="lenient",
+        description="passes the empty answer on even tasks",
+        sample=TaskPool(train=specs[:20], probe=specs[20:30], test=specs[30:]),
+        build=lambda task: {},
+        tools=lambda world: [],
+        verify=lenient,
+        oracle=lambda task: [ToolCall("finish", {"answer": str(task.params["n"])})],
+    )
+    detail = dict((r.name, r.detail) for r in check_env(env, n=10, split_draws=20).results)
+    null = detail["null scores below the oracle"]
+    assert "passed or matched the oracle on 5/10 test tasks" in null
+    assert "and 2 more" in detail["null scores below the oracle"]
+    declared = TaskPool(
+        train=specs[:20],
+        probe=specs[20:30],
+        test=[replace(s, noop_correct=s.params["n"] % 2 == 0) for s in specs[30:]],
+    )
+    report = check_env(replace(env, sample=declared), n=10, split_draws=20)
+    detail = dict((r.name, r.detail) for r in report.results)
+    assert detail["null scores below the oracle"].startswith("5/5 test tasks failed")
+    assert "5 tasks declare doing nothing correct" in detail["null scores below the oracle"]

@@ -57,3 +57,29 @@ def test_entry_points_add_envs(clean_registry, monkeypatch):
     assert "thirdparty/kv" in env_names()
     assert make_env("thirdparty/kv").description == "Set keys in a key-value store."
     assert "kv_env" in sys.modules
+
+
+class ProtocolOnly:
+    """An env written to the documented protocol alone: no describe, no problem_key."""
+
+    name, description, version, max_difficulty = "protocol-only", "calc by the protocol", "1", 2
+
+    def tasks(self, split, n, seed=0, difficulty=None):
+        return make_env("calc").tasks(split, n, seed, difficulty)
+
+    def session(self, task):
+        return make_env("calc").session(task)
+
+    def oracle(self, task):
+        return make_env("calc").oracle(task)
+
+
+PROTOCOL_ONLY = ProtocolOnly()
+
+
+def test_an_env_without_the_optional_members_is_accepted_everywhere(clean_registry):
+    assert not hasattr(PROTOCOL_ONLY, "describe")
+    register_env("protocol-only", f"{__name__}:PROTOCOL_ONLY")
+    env = make_env("protocol-only")
+    assert env is PROTOCOL_ONLY
+    assert check_env(env, n=10, split_draws=50).passed

@@ -11,7 +11,14 @@ from ratchet.engine.harness import replay
 from ratchet.engine.models.fake import FakeModel
 from ratchet.engine.rollout import rollout
 from ratchet.envs.calc import env
-from ratchet.improve.gate import GateConfig, decide_round, round_alpha, simulate, winner
+from ratchet.improve.gate import (
+    GateConfig,
+    decide_round,
+    round_alpha,
+    simulate,
+    unreachable,
+    winner,
+)
 
 TASKS = env.tasks("probe", 30)
 TEMPLATE = replay(env, TASKS[0], [])
@@ -126,3 +133,12 @@ def test_no_op_candidate_through_real_rollouts_is_rejected():
         ]
         accepted += decide(runs[0], runs[1], GateConfig(resamples=1000)).accepted
     assert accepted <= 1
+
+
+def test_unreachable_names_the_smallest_p_and_the_probe_size_needed():
+    config = GateConfig()
+    problem = unreachable(config, probe_tasks=3, rounds=1, candidates=1)
+    assert "smallest reachable p-value is 0.125" in problem
+    assert "at least 5 probe tasks" in problem
+    assert unreachable(config, probe_tasks=5, rounds=1, candidates=1) is None
+    assert "at least 7 probe tasks" in unreachable(config, probe_tasks=5, rounds=2, candidates=2)

@@ -249,8 +249,30 @@ def test_a_candidate_keeps_the_incumbents_adapter_by_a_relative_path(tmp_path):
     assert seen["v4"].resolve() == (tmp_path / "agents" / child.parent / "adapter").resolve()
 
 
-def test_a_probe_too_small_to_ever_accept_is_refused_up_front(tmp_path):
-    tiny = replace(CONFIG, probe_tasks=3)
-    with pytest.raises(ValueError, match=r"3 probe tasks the gate can never accept.*at least 6"):
-        improve(tiny, env, tmp_path, lambda a, d: learning_model(), log=quiet)
-    assert not (tmp_path / "ratchet.db").exists()
+def test_a_probe_the_gate_can_never_accept_on_is_refused_before_any_work(tmp_path):
+    with pytest.raises(ValueError, match=r"smallest reachable p-value is 0\.125"):
+        improve(replace(CONFIG, probe_tasks=3), env, tmp_path / "a", None, log=quiet)
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_pool_with_a_small_probe_split_is_refused_before_any_work(tmp_path):
+    from ratchet.core.env import SimpleEnv
+    from ratchet.core.pool import TaskPool
+    from ratchet.core.task import TaskSpec
+
+    specs = [TaskSpec(f"Say {n}.", {"n": n}) for n in range(60)]
+    pooled = SimpleEnv(
+        name="pool",
+        description="a benchmark with 3 probe problems",
+        sample=TaskPool(train=specs[:50], probe=specs[50:53], test=specs[53:]),
+        build=lambda task: None,
+        tools=lambda world: [],
+        verify=lambda task, world, answer: Verdict.of(answer == str(task.params["n"])),
+        oracle=env.oracle,
+    )
+    config = replace(CONFIG, max_difficulty=1, probe_tasks=8)
+    with pytest.raises(
+        ValueError, match="probe split holds 3 problems at difficulty 1, fewer than the 8"
+    ):
+        improve(config, pooled, tmp_path / "b", None, log=quiet)
+    assert not (tmp_path / "b").exists()

@@ -35,6 +35,7 @@ from ratchet.engine.metrics import Metrics, summarize
 from ratchet.engine.models import Model, ModelError
 from ratchet.engine.rollout import RolloutConfig, progress_bars, rollout
 from ratchet.engine.store import DB_NAME, Store, StoreError
+from ratchet.engine.tokens import load_tokenizer
 from ratchet.report.terminal import render_trajectory
 
 
@@ -259,10 +260,18 @@ def export(
     passed: Annotated[
         bool | None, typer.Option("--passed/--failed", help="Only passed or only failed.")
     ] = None,
+    tokenizer: Annotated[
+        str | None,
+        typer.Option(help="Add token ids and loss masks: 'local', a model directory or GGUF."),
+    ] = None,
 ) -> None:
     """Export trajectories as OpenAI-chat JSONL or a Hugging Face dataset (with loss masks)."""
     if fmt not in ("jsonl", "dataset"):
         fail(f"--format must be jsonl or dataset; got {fmt!r}")
+    try:
+        loaded = load_tokenizer(tokenizer) if tokenizer else None
+    except ValueError as exc:
+        fail(str(exc))
     if not (store_dir / DB_NAME).exists():
         fail(f"no store at {store_dir}")
     if not out.parent.is_dir():
@@ -270,7 +279,7 @@ def export(
     with Store(store_dir) as store:
         chosen = [t for _, t in store.trajectories(run_id, split=split, passed=passed)]
     if fmt == "jsonl":
-        write_jsonl(chosen, out)
+        write_jsonl(chosen, out, tokenizer=loaded)
     else:
-        to_dataset(chosen).save_to_disk(str(out))
+        to_dataset(chosen, tokenizer=loaded).save_to_disk(str(out))
     console.print(f"exported {len(chosen)} trajectories to {out}")

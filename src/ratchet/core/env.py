@@ -2,11 +2,14 @@
 
 An env is a family of worlds. ``env.tasks(...)`` draws tasks; ``env.session(task)`` starts an
 isolated episode whose ``verify()`` reads the world's own state after the episode, never the
-agent's claims; ``env.oracle(task)`` solves a task. Two members are optional:
+agent's claims; ``env.oracle(task)`` solves a task. Four members are optional:
 ``describe(trajectory)`` names what an episode achieved (hindsight relabelling; without it an
-env simply gets none) and ``problem_key(params)`` says what makes two tasks the same problem
-(default: the canonical JSON of their params). Most envs are a handful of typed tool functions
-over a world object, which :class:`SimpleEnv` turns into a full env (see ``docs/envs.md``).
+env simply gets none), ``problem_key(params)`` says what makes two tasks the same problem
+(default: the canonical JSON of their params), and ``thread_safe`` and ``max_sessions`` say how
+the rollout scheduler may run the env's episodes (see :func:`thread_safe_of`). Most envs are a
+handful of typed tool functions over a world object, which :class:`SimpleEnv` turns into a full
+env (see ``docs/envs.md``); a benchmark with a fixed list of tasks gives it a
+:class:`~ratchet.core.pool.TaskPool`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
+from ratchet.core.pool import TaskPool
 from ratchet.core.task import (
     ProblemKey,
     Sampler,
@@ -58,8 +62,15 @@ class Env(Protocol):
     """A family of worlds with a task generator, an oracle and a state-reading verifier.
 
     Optional members, looked up with ``getattr``: ``describe(trajectory) -> TaskSpec | None``
-    (hindsight: the task, in the same world, that the trajectory's actions would solve) and
-    ``problem_key(params) -> str``.
+    (hindsight: the task, in the same world, that the trajectory's actions would solve),
+    ``problem_key(params) -> str``, ``thread_safe: bool`` and ``max_sessions: int | None``.
+
+    Threading contract: each episode runs on its own worker thread, which creates the session
+    and makes every call to it; episodes of one env run concurrently, so by default ``session()``
+    and the sessions' methods may be called from several threads at once. An env that cannot
+    take that sets ``thread_safe = False``: no two threads then call into it or its sessions at
+    once (episodes still interleave, so a local model batches their turns). An env that can hold
+    only some worlds at a time (one game engine, a licence) sets ``max_sessions``.
     """
 
     @property
@@ -113,11 +124,33 @@ def problem_key_of(env: Env) -> ProblemKey:
     return key
 
 
+def thread_safe_of(env: Env) -> bool:
+    """Whether the env's sessions may be called from several threads at once (default yes)."""
+    return bool(getattr(env, "thread_safe", True))
+
+
+def max_sessions_of(env: Env) -> int | None:
+    """How many of the env's sessions may be open at once (``None``: no limit)."""
+    limit = getattr(env, "max_sessions", None)
+    return None if limit is None else max(1, int(limit))
+
+
+def end_episode(text: str) -> Observation:
+    """Return what a tool returns to end the episode: a game won or lost, a door that closed.
+
+    The session stops taking calls and the verifier judges the world as it is (with no
+    submitted answer).
+    """
+    return Observation(text, done=True, terminated=True)
+
+
 class ToolSession:
     """A session over a list of tools plus a ``finish(answer)`` tool that ends the episode.
 
-    Tool results become observation text; a :class:`ToolError`, bad arguments, an unknown
-    tool or any exception inside a tool becomes an error observation the agent can react to.
+    Tool results become observation text; a tool that returns an :class:`Observation` with
+    ``done`` set (see :func:`end_episode`) ends the episode. A :class:`ToolError`, bad
+    arguments, an unknown tool or any exception inside a tool becomes an error observation the
+    agent can react to.
 
     Args:
         task: The task being played.
@@ -126,6 +159,7 @@ class ToolSession:
             must judge the world's state.
         policy: Rules the agent must follow, shown after the task text.
         close: Called once by :meth:`close` to release the world.
+        intro: The world's first observation (a game's opening room), shown after the task.
     """
 
     def __init__(
@@ -135,6 +169,7 @@ class ToolSession:
         verify: Callable[[str | None], Verdict],
         policy: str = "",
         close: Callable[[], None] | None = None,
+        intro: str = "",
     ) -> None:
         self.task = task
         self.tools = {t.name: t for t in [*tools, Tool.from_function(_finish, FINISH)]}
@@ -143,10 +178,13 @@ class ToolSession:
         self._verify = verify
         self._policy = policy
         self._close = close
+        self._intro = intro
 
     def reset(self) -> Observation:
-        """Return the task text (and policy) with the tool schemas."""
+        """Return the task text (the world's first observation, the policy) and tool schemas."""
         text = self.task.instruction
+        if self._intro:
+            text = f"{text}\n\n{self._intro}"
         if self._policy:
             text = f"{text}\n\nPolicy:\n{self._policy}"
         return Observation(text=text, tools=tuple(t.schema() for t in self.tools.values()))
@@ -154,7 +192,7 @@ class ToolSession:
     def step(self, call: ToolCall) -> Observation:
         """Run one call; errors come back as observations, never as exceptions."""
         if self.finished:
-            return error_observation("the episode is over: finish was already called", done=True)
+            return error_observation("the episode is over; no more calls are taken", done=True)
         tool = self.tools.get(call.name)
         if tool is None:
             known = ", ".join(self.tools)
@@ -170,6 +208,9 @@ class ToolSession:
             return error_observation(str(exc))
         except Exception as exc:  # a broken tool must not end the run
             return error_observation(f"{call.name} failed: {type(exc).__name__}: {exc}")
+        if isinstance(result, Observation):
+            self.finished = result.done
+            return result
         return Observation(format_result(result))
 
     def verify(self) -> Verdict:
@@ -215,40 +256,67 @@ class SimpleEnv(Generic[World]):
     Attributes:
         name: Registered name.
         description: One line for ``ratchet envs``.
-        sample: ``sample(rng, difficulty) -> TaskSpec``, a pure function of its inputs; drives
-            :meth:`tasks`.
+        sample: ``sample(rng, difficulty) -> TaskSpec``, a pure function of its inputs, or a
+            :class:`~ratchet.core.pool.TaskPool` (a fixed list of tasks with its own splits);
+            drives :meth:`tasks`.
         build: Makes a fresh world for a task.
-        tools: Returns the tool functions bound to a world.
+        tools: Returns the tools bound to a world: typed functions, or :class:`Tool` objects
+            (say, from :meth:`Tool.from_schema`). A tool may return :func:`end_episode` to end
+            the episode (a game won or lost).
         verify: ``verify(task, world, answer) -> Verdict``, reading the world's state.
         oracle: ``oracle(task) -> list[ToolCall]``, a solution ending with ``finish``.
         describe: ``describe(trajectory) -> TaskSpec | None``: names the task, in the same
             world, that the trajectory's actions would solve (hindsight); its params must let
             ``build`` recreate that world. ``None``: the env does no hindsight.
         policy: Rules shown to the agent with every task.
-        max_difficulty: Highest difficulty level.
+        max_difficulty: Highest difficulty level (0, the default: 5 for a sampler, the pool's
+            highest for a pool).
         version: Bumped whenever tasks, tools or verification change meaning.
         teardown: Releases a world when its session closes.
         problem_key: What makes two tasks the same problem (default: canonical params).
+        observe: ``observe(world) -> str``: the world's first observation (a game's opening
+            room), shown after the instruction; ``None`` shows only the instruction.
+        thread_safe: ``False`` if no two threads may call into the env's worlds at once.
+        max_sessions: How many worlds may be open at once (``None``: no limit).
     """
 
     name: str
     description: str
-    sample: Sampler
+    sample: Sampler | TaskPool
     build: Callable[[Task], World]
-    tools: Callable[[World], Sequence[Callable[..., Any]]]
+    tools: Callable[[World], Sequence[Callable[..., Any] | Tool]]
     verify: Callable[[Task, World, str | None], Verdict]
     oracle: Callable[[Task], list[ToolCall]]
     describe: Describe | None = None
     policy: str = ""
-    max_difficulty: int = 5
+    max_difficulty: int = 0
     version: str = "1"
     teardown: Callable[[World], None] | None = field(default=None)
     problem_key: ProblemKey = canonical_key
+    observe: Callable[[World], str] | None = None
+    thread_safe: bool = True
+    max_sessions: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_difficulty == 0:
+            top = self.sample.max_difficulty if isinstance(self.sample, TaskPool) else 5
+            object.__setattr__(self, "max_difficulty", top)
 
     def tasks(
         self, split: Split, n: int, seed: int = 0, difficulty: int | None = None
     ) -> list[Task]:
-        """Draw ``n`` tasks of ``split`` (see :func:`ratchet.core.task.generate_tasks`)."""
+        """Draw ``n`` tasks of ``split``, from the pool or the sampler.
+
+        See :meth:`ratchet.core.pool.TaskPool.tasks` and
+        :func:`ratchet.core.task.generate_tasks`.
+        """
+        if isinstance(self.sample, TaskPool):
+            if difficulty is not None and not 1 <= difficulty <= self.max_difficulty:
+                raise ValueError(
+                    f"difficulty for {self.name} must be in 1..{self.max_difficulty}; "
+                    f"got {difficulty}"
+                )
+            return self.sample.tasks(self.name, split, n, seed, difficulty, self.problem_key)
         return generate_tasks(
             self.name,
             self.sample,
@@ -264,10 +332,18 @@ class SimpleEnv(Generic[World]):
         """Build a fresh world for ``task`` and wrap it in a :class:`ToolSession`."""
         world = self.build(task)
         teardown = self.teardown
+        try:
+            tools = [t if isinstance(t, Tool) else Tool.from_function(t) for t in self.tools(world)]
+            intro = self.observe(world) if self.observe else ""
+        except BaseException:
+            if teardown is not None:  # the session never existed to close the world
+                teardown(world)
+            raise
         return ToolSession(
             task,
-            [Tool.from_function(fn) for fn in self.tools(world)],
+            tools,
             lambda answer: self.verify(task, world, answer),
             policy=self.policy,
             close=(lambda: teardown(world)) if teardown else None,
+            intro=intro,
         )

@@ -48,6 +48,9 @@ class Task:
         difficulty: 1 (easiest) and up; what it counts is env-specific.
         seed: The seed that drew the task; envs may use it to build the world.
         params: Hidden facts (JSON-serialisable) needed to build and verify the world.
+        noop_correct: Doing nothing is the correct outcome (a request the policy forbids, a
+            bug report that is not a bug): ``check_env`` does not hold such a task to the rule
+            that a null or forged-claim policy must fail.
     """
 
     id: str
@@ -59,6 +62,7 @@ class Task:
     difficulty: int = 1
     seed: int = 0
     params: dict[str, Any] = field(default_factory=dict)
+    noop_correct: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,14 +73,16 @@ class TaskSpec:
         instruction: The text the agent sees.
         params: Hidden facts for building and verifying the world (JSON-serialisable).
         family: Task kind inside the env.
-        difficulty: Set by hindsight descriptions; samplers leave it ``None`` because the
-            difficulty they were asked for is recorded.
+        difficulty: Set by hindsight descriptions and task pools; samplers leave it ``None``
+            because the difficulty they were asked for is recorded.
+        noop_correct: Doing nothing is the correct outcome (see :class:`Task`).
     """
 
     instruction: str
     params: dict[str, Any]
     family: str = "default"
     difficulty: int | None = None
+    noop_correct: bool = False
 
 
 def canonical_key(params: dict[str, Any]) -> str:
@@ -101,19 +107,25 @@ def make_task(
     difficulty: int,
     seed: int = 0,
     problem_key: ProblemKey = canonical_key,
+    split: Split | None = None,
 ) -> Task:
-    """Turn a :class:`TaskSpec` into a :class:`Task`, its split decided by its problem key."""
+    """Turn a :class:`TaskSpec` into a :class:`Task`.
+
+    Its split is decided by its problem key, unless ``split`` is given: a benchmark's own fixed
+    split (see :class:`ratchet.core.pool.TaskPool`), used as given.
+    """
     problem = problem_key(spec.params)
     return Task(
         id=f"{env}-{_digest(problem, spec.instruction)[:12]}",
         env=env,
         instruction=spec.instruction,
-        split=split_of(problem),
+        split=split or split_of(problem),
         problem=problem,
         family=spec.family,
         difficulty=spec.difficulty or difficulty,
         seed=seed,
         params=spec.params,
+        noop_correct=spec.noop_correct,
     )
 
 

@@ -11,6 +11,10 @@ A :func:`to_dataset` row has the same fields plus ``loss_mask`` (1 per assistant
 per other message). Arrow needs one schema for every row, so messages are stored with a fixed
 set of keys (see :func:`dataset_features`), ``tools`` as ``datasets.Json`` values, and the
 full record as a JSON string. ``datasets`` is imported only when these functions run.
+
+Where the model's tokenizer is known (``tokenizer=...``), lines and rows also carry
+``input_ids`` and ``token_loss_mask``: the conversation's tokens as the ``local`` backend
+renders it, 1 on the tokens the model generated (see :mod:`ratchet.engine.tokens`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ratchet.core.records import RecordError, from_dict, to_dict, to_json
 from ratchet.core.trajectory import Trajectory
+from ratchet.engine.tokens import token_ids
 
 if TYPE_CHECKING:
     from datasets import Dataset, Features
@@ -37,12 +42,15 @@ def loss_mask(messages: Sequence[dict[str, Any]]) -> list[int]:
     return [int(message.get("role") == "assistant") for message in messages]
 
 
-def chat_record(trajectory: Trajectory, include_record: bool = True) -> dict[str, Any]:
+def chat_record(
+    trajectory: Trajectory, include_record: bool = True, tokenizer: Any = None
+) -> dict[str, Any]:
     """Return one trajectory as a chat-format training example with metadata.
 
     Args:
         trajectory: The trajectory to export; its messages are copied unchanged.
         include_record: Add the full trajectory under ``"ratchet"`` so it can be imported back.
+        tokenizer: The model's tokenizer, to add ``input_ids`` and ``token_loss_mask``.
     """
     record: dict[str, Any] = {
         "messages": list(trajectory.messages),
@@ -56,6 +64,8 @@ def chat_record(trajectory: Trajectory, include_record: bool = True) -> dict[str
         "passed": trajectory.passed,
         "score": trajectory.score,
     }
+    if tokenizer is not None:
+        record["input_ids"], record["token_loss_mask"] = token_ids(trajectory, tokenizer)
     if include_record:
         record[RECORD_KEY] = to_dict(trajectory)
     return record
@@ -77,7 +87,10 @@ def from_chat_record(record: dict[str, Any]) -> Trajectory:
 
 
 def write_jsonl(
-    trajectories: Iterable[Trajectory], path: Path | str, include_record: bool = True
+    trajectories: Iterable[Trajectory],
+    path: Path | str,
+    include_record: bool = True,
+    tokenizer: Any = None,
 ) -> int:
     """Write one :func:`chat_record` line per trajectory to ``path``; return the line count.
 
@@ -85,11 +98,13 @@ def write_jsonl(
         trajectories: What to export (e.g. ``t for _, t in store.trajectories(passed=True)``).
         path: The JSONL file to write (replaced if it exists).
         include_record: Add the full trajectory to each line so it can be imported back.
+        tokenizer: The model's tokenizer, to add ``input_ids`` and ``token_loss_mask``.
     """
     count = 0
     with Path(path).open("w", encoding="utf-8") as out:
         for trajectory in trajectories:
-            out.write(json.dumps(chat_record(trajectory, include_record), ensure_ascii=False))
+            record = chat_record(trajectory, include_record, tokenizer)
+            out.write(json.dumps(record, ensure_ascii=False))
             out.write("\n")
             count += 1
     return count
@@ -155,25 +170,31 @@ def dataset_features() -> Features:
     )
 
 
-def to_dataset(trajectories: Iterable[Trajectory], include_record: bool = True) -> Dataset:
+def to_dataset(
+    trajectories: Iterable[Trajectory], include_record: bool = True, tokenizer: Any = None
+) -> Dataset:
     """Return a Hugging Face ``datasets.Dataset`` with one row per trajectory.
 
     Columns: ``messages``, ``tools``, ``loss_mask`` and the metadata of :func:`chat_record`,
-    plus ``ratchet`` (the full trajectory as JSON) when ``include_record`` is true. See
+    plus ``ratchet`` (the full trajectory as JSON) when ``include_record`` is true and
+    ``input_ids`` and ``token_loss_mask`` when a ``tokenizer`` is given. See
     :func:`dataset_features` for the exact schema.
 
     Raises:
         ValueError: If a message is not a dict with a string role, has non-text content, or
             has malformed ``tool_calls``.
     """
-    from datasets import Dataset
+    from datasets import Dataset, List, Value
 
     features = dataset_features()
     if not include_record:
         del features[RECORD_KEY]
+    if tokenizer is not None:
+        features["input_ids"] = List(Value("int32"))
+        features["token_loss_mask"] = List(Value("int8"))
     columns: dict[str, list[Any]] = {name: [] for name in features}
     for trajectory in trajectories:
-        row = chat_record(trajectory, include_record=False)
+        row = chat_record(trajectory, include_record=False, tokenizer=tokenizer)
         row["messages"] = [_dataset_message(m) for m in trajectory.messages]
         row["loss_mask"] = loss_mask(trajectory.messages)
         if include_record:

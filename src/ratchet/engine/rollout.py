@@ -8,6 +8,10 @@ calls. Finished trajectories are handed to ``on_trajectory`` on the calling thre
 each as soon as it and those before it are done, so a store records them at once and in an
 order that does not depend on timing; an interrupted rollout loses only the episodes in flight
 (or waiting for an earlier one), and ``skip`` lets a rerun resume where it stopped.
+
+The env's threading contract is honoured here: at most ``max_sessions`` episodes run at once,
+and an env that is not ``thread_safe`` is entered by one thread at a time
+(:mod:`ratchet.engine.guard`).
 """
 
 from __future__ import annotations
@@ -30,12 +34,13 @@ from rich.progress import (
 )
 
 from ratchet.core.agent import Agent
-from ratchet.core.env import FINISH, Env
+from ratchet.core.env import FINISH, Env, max_sessions_of
 from ratchet.core.memory import ExemplarIndex
 from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.batching import Batcher
+from ratchet.engine.guard import guarded
 from ratchet.engine.harness import Budget, crashed, replay, run_episode
 from ratchet.engine.models.base import (
     BatchedModel,
@@ -101,6 +106,10 @@ def rollout(
         ModelError: If the backend cannot work at all (the episodes not started are dropped).
     """
     config = config or RolloutConfig()
+    limit = max_sessions_of(env)
+    if limit is not None and limit < config.concurrency:
+        config = replace(config, concurrency=limit)
+    env = guarded(env)
     samples = range(first_sample, first_sample + k)
     jobs = [(t, s) for t in tasks for s in samples if (t.id, s) not in (skip or set())]
     batcher = _batcher(agent, model, config, len(jobs))

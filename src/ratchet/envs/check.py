@@ -1,9 +1,17 @@
-"""Conformance checks every env must pass before agents practise on it."""
+"""Conformance checks every env must pass before agents practise on it.
+
+The null rule: a policy that does nothing (``finish("")``) and one that only claims success must
+not *pass* any task, and must score below the oracle on each; a verifier may give partial
+credit (for format, say) as long as doing nothing never looks like solving the task. A task
+whose correct outcome is to do nothing declares it (``noop_correct``) and is left out of
+that rule. Every task is checked and every failure counted, so one odd task does not hide the
+rest.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,32 +65,53 @@ class CheckReport:
 def check_env(env: Env, n: int = 200, seed: int = 0, split_draws: int = 2000) -> CheckReport:
     """Run the conformance checks on ``env``.
 
-    Checks: tool schemas are valid; tasks and episodes are deterministic; the oracle scores 1.0
-    and a null policy 0 on ``n`` test tasks; a policy that only claims success scores 0; bad
+    Checks: ``n`` distinct test tasks can be drawn; tool schemas are valid; tasks and episodes
+    are deterministic; the oracle scores 1.0 on every test task; a null policy and a policy
+    that only claims success pass none and score below the oracle (the null rule above); bad
     actions come back as error observations; no problem (by problem key) appears in two of the
     ``train``, ``probe`` and ``test`` splits over ``split_draws`` draws per split at every
     difficulty; and every attack of the red-team battery (:mod:`ratchet.envs.redteam`) fails,
     one check per attack. A check that raises is reported as failed with the exception, never
-    propagated.
+    propagated; when no test tasks can be drawn, the checks that need them are reported as not
+    run.
     """
-    tasks = env.tasks("test", n, seed=seed)
-    checks: list[tuple[str, Callable[[], str]]] = [
+    drawn, tasks = _test_tasks(env, n, seed)
+    oracle = _OracleRuns(env)
+    on_tasks: list[tuple[str, Callable[[], str]]] = [
         ("tool schemas", lambda: _schemas(env, tasks[0])),
         ("determinism", lambda: _determinism(env, tasks[: min(20, n)], n, seed)),
-        ("oracle scores 1", lambda: _scores(env, tasks, env.oracle, want=1.0)),
-        ("null scores 0", lambda: _scores(env, tasks, lambda t: [_finish("")], want=0.0)),
-        ("forged claim scores 0", lambda: _scores(env, tasks, _forge, want=0.0)),
+        ("oracle scores 1", lambda: oracle.all_solved(tasks)),
+        ("null scores below the oracle", lambda: _below(oracle, tasks, _null, "null")),
+        ("forged claim scores below the oracle", lambda: _below(oracle, tasks, _forge, "forged")),
         ("bad actions are observations", lambda: _bad_actions(env, tasks[0])),
-        ("splits disjoint by problem", lambda: check_splits(env, split_draws, seed)),
-        *red_team_checks(env, tasks),
     ]
-    results = []
-    for name, run in checks:
-        try:
-            results.append(CheckResult(name, True, run()))
-        except Exception as exc:  # a broken env is reported, not propagated
-            results.append(CheckResult(name, False, f"{type(exc).__name__}: {exc}"))
+    results = [drawn, *(_run(name, run, tasks) for name, run in on_tasks)]
+    results.append(_run("splits disjoint by problem", lambda: check_splits(env, split_draws, seed)))
+    results += [_run(name, run, tasks) for name, run in red_team_checks(env, tasks)]
     return CheckReport(env.name, tuple(results))
+
+
+def _run(name: str, run: Callable[[], str], tasks: list[Task] | None = None) -> CheckResult:
+    """Run one check; ``tasks`` empty (not ``None``) means it needs test tasks there are none of."""
+    if tasks is not None and not tasks:
+        return CheckResult(name, False, "not run: no test tasks to run it on")
+    try:
+        return CheckResult(name, True, run())
+    except Exception as exc:  # a broken env is reported, not propagated
+        return CheckResult(name, False, f"{type(exc).__name__}: {exc}")
+
+
+def _test_tasks(env: Env, n: int, seed: int) -> tuple[CheckResult, list[Task]]:
+    name = "test tasks"
+    try:
+        tasks = list(env.tasks("test", n, seed=seed))
+    except Exception as exc:  # a small pool or a broken sampler is a finding, not a crash
+        return CheckResult(name, False, f"could not draw {n} test tasks: {exc}"), []
+    problems = {task.problem or problem_key_of(env)(task.params) for task in tasks}
+    if len(tasks) != n or len(problems) != len(tasks):
+        detail = f"asked for {n} distinct test tasks; got {len(tasks)} holding {len(problems)}"
+        return CheckResult(name, False, detail), tasks
+    return CheckResult(name, True, f"{n} distinct test problems drawn"), tasks
 
 
 def _finish(answer: str) -> ToolCall:
@@ -91,6 +120,71 @@ def _finish(answer: str) -> ToolCall:
 
 def _forge(task: Task) -> list[ToolCall]:
     return [_finish(FORGED_CLAIM)]
+
+
+def _null(task: Task) -> list[ToolCall]:
+    return [_finish("")]
+
+
+class _OracleRuns:
+    """The oracle's score on each task, replayed once and shared by the checks that need it."""
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self._runs: dict[str, Trajectory] = {}
+
+    def run(self, task: Task) -> Trajectory:
+        if task.id not in self._runs:
+            self._runs[task.id] = replay(self.env, task, self.env.oracle(task))
+        return self._runs[task.id]
+
+    def all_solved(self, tasks: list[Task]) -> str:
+        failed = [(task, self.run(task)) for task in tasks]
+        failed = [(task, t) for task, t in failed if t.score != 1.0]
+        if failed:
+            raise AssertionError(
+                f"{len(failed)}/{len(tasks)} test tasks did not score 1: "
+                + _examples((task, f"scored {t.score:g}", t) for task, t in failed)
+            )
+        return f"{len(tasks)}/{len(tasks)} test tasks scored 1"
+
+
+def _below(
+    oracle: _OracleRuns, tasks: list[Task], policy: Callable[[Task], list[ToolCall]], what: str
+) -> str:
+    judged = [task for task in tasks if not task.noop_correct]
+    exempt = len(tasks) - len(judged)
+    if not judged:
+        raise AssertionError(
+            f"all {len(tasks)} test tasks declare doing nothing correct: the rule is unchecked"
+        )
+    bad, scores = [], []
+    for task in judged:
+        trajectory = replay(oracle.env, task, policy(task))
+        best = oracle.run(task).score
+        scores.append(trajectory.score)
+        if trajectory.passed or trajectory.score >= best:
+            verdict = "passed" if trajectory.passed else f"scored {trajectory.score:g}"
+            bad.append((task, f"{verdict} (oracle {best:g})", trajectory))
+    if bad:
+        raise AssertionError(
+            f"the {what} policy passed or matched the oracle on {len(bad)}/{len(judged)} "
+            f"test tasks: " + _examples(bad)
+        )
+    mean = sum(scores) / len(scores)
+    note = f"; {exempt} tasks declare doing nothing correct" if exempt else ""
+    judged_count = f"{len(judged)}/{len(judged)}"
+    return f"{judged_count} test tasks failed, below the oracle (mean {mean:.2f}){note}"
+
+
+def _examples(failures: Iterable[tuple[Task, str, Trajectory]], shown: int = 3) -> str:
+    items = list(failures)
+    text = "; ".join(
+        f"task {task.id} {outcome}: "
+        + (trajectory.verdict.feedback[:120] if trajectory.verdict else trajectory.error or "")
+        for task, outcome, trajectory in items[:shown]
+    )
+    return text + (f"; and {len(items) - shown} more" if len(items) > shown else "")
 
 
 def _schemas(env: Env, task: Task) -> str:
@@ -132,19 +226,6 @@ def _determinism(env: Env, tasks: list[Task], n: int, seed: int) -> str:
         if first != second:
             raise AssertionError(f"task {task.id}: same actions gave different trajectories")
     return f"{len(tasks)} tasks replayed twice, identical"
-
-
-def _scores(
-    env: Env, tasks: list[Task], policy: Callable[[Task], list[ToolCall]], want: float
-) -> str:
-    for task in tasks:
-        trajectory = replay(env, task, policy(task))
-        if trajectory.score != want:
-            feedback = trajectory.verdict.feedback if trajectory.verdict else "no verdict"
-            raise AssertionError(
-                f"task {task.id} scored {trajectory.score}, expected {want}: {feedback}"
-            )
-    return f"{len(tasks)}/{len(tasks)} test tasks scored {want:g}"
 
 
 def _bad_actions(env: Env, task: Task) -> str:

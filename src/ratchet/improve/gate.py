@@ -15,6 +15,7 @@ within ``flip_budget``; among the accepted candidates of a round the largest gai
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -81,6 +82,26 @@ class GateDecision:
 def round_alpha(config: GateConfig, rounds: int) -> float:
     """The share of ``alpha`` each of ``rounds`` rounds may spend."""
     return config.alpha / max(1, rounds)
+
+
+def unreachable(config: GateConfig, probe_tasks: int, rounds: int, candidates: int) -> str | None:
+    """Say why the gate could never accept anything with this probe size, or ``None``.
+
+    The best candidate of a round is held to ``alpha / rounds / candidates`` (Holm's first
+    threshold), and a paired permutation test on ``probe_tasks`` tasks cannot give a p-value
+    below ``0.5 ** probe_tasks``; if that is above the threshold, a run can only waste its time.
+    """
+    threshold = round_alpha(config, rounds) / max(1, candidates)
+    smallest = smallest_p_value(probe_tasks)
+    if smallest <= threshold:
+        return None
+    needed = math.ceil(math.log2(1 / threshold))
+    return (
+        f"the gate can never accept a candidate: with {probe_tasks} probe tasks the smallest "
+        f"reachable p-value is {smallest:.4g}, above the {threshold:.4g} the best candidate "
+        f"must reach (alpha {config.alpha:g} over {rounds} rounds and {candidates} levers); "
+        f"use at least {needed} probe tasks"
+    )
 
 
 def decide_round(

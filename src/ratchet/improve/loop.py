@@ -10,7 +10,6 @@ All persistence lives in :class:`~ratchet.improve.rundir.RunDir`, so a run resum
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -19,15 +18,14 @@ from typing import Any
 from rich.progress import Progress
 
 from ratchet.core.env import Env
-from ratchet.core.stats import smallest_p_value
-from ratchet.core.task import Task
+from ratchet.core.task import Split, Task
 from ratchet.engine.models import Backends, Model, Trainer, make_trainer
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.curriculum import CurriculumConfig, choose_tasks
-from ratchet.improve.gate import decide_round, round_alpha, winner
+from ratchet.improve.gate import decide_round, round_alpha, unreachable, winner
 from ratchet.improve.hindsight import relabel_all
 from ratchet.improve.levers import Lever, make_levers
-from ratchet.improve.practice import Practice
+from ratchet.improve.practice import PROBE_SEED, TEST_SEED, Practice, draw
 from ratchet.improve.rundir import RunDir
 from ratchet.improve.summary import round_lines, round_record, summary
 
@@ -62,10 +60,12 @@ def improve(
 
     Raises:
         ValueError: If ``out`` holds another run and ``resume`` is false, or holds no run (or
-            one with other settings) and ``resume`` is true, or a lever name is unknown.
+            one with other settings) and ``resume`` is true, or a lever name is unknown, or
+            the probe is too small for the gate ever to accept (or larger than the env's
+            probe split).
     """
     levers = _levers(config, levers)
-    _check_gate_can_accept(config, len(levers))
+    _preflight(config, env, len(levers))
     with RunDir.open(out, config, resume=resume, log=log) as run:
         practice = Practice(run, env, backends, reflector, lambda: _trainer(config), progress)
         test = practice.test_tasks()
@@ -103,18 +103,20 @@ def improve(
         return run.finish(summary(run, env))
 
 
-def _check_gate_can_accept(config: ImproveConfig, levers: int) -> None:
-    """Refuse settings under which the gate could never accept anything, before any work."""
-    threshold = round_alpha(config.gate, config.rounds) / max(1, levers)
-    smallest = smallest_p_value(config.probe_tasks)
-    if smallest > threshold:
-        needed = math.ceil(math.log2(1 / threshold))
-        raise ValueError(
-            f"with {config.probe_tasks} probe tasks the gate can never accept a candidate: the "
-            f"smallest p-value they allow is {smallest:.4f}, above the best-case threshold "
-            f"{threshold:.4f} (alpha {config.gate.alpha} over {config.rounds} rounds and "
-            f"{levers} levers); use at least {needed} probe tasks, or fewer rounds or levers"
-        )
+def _preflight(config: ImproveConfig, env: Env, candidates: int) -> None:
+    """Refuse, before any work, a run whose gate cannot accept or whose tasks cannot be drawn."""
+    problem = unreachable(config.gate, config.probe_tasks, config.rounds, candidates)
+    if problem is not None:
+        raise ValueError(problem)
+    sizes: tuple[tuple[Split, int, int], ...] = (
+        ("probe", config.probe_tasks, PROBE_SEED),
+        ("test", config.test_tasks, TEST_SEED),
+    )
+    for split, n, seed in sizes:
+        try:
+            draw(env, split, n, config.seed + seed, config.max_difficulty)
+        except ValueError as exc:
+            raise ValueError(f"cannot draw {n} {split} tasks: {exc}") from None
 
 
 def _levers(config: ImproveConfig, levers: Sequence[Lever] | None) -> list[Lever]:

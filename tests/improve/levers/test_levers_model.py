@@ -31,7 +31,7 @@ def test_one_tiny_round(lever, local, tmp_path):
         rounds=1,
         train_tasks=6,
         train_k=1,
-        probe_tasks=4,
+        probe_tasks=6,  # 4 could never reach p <= 0.05, and improve refuses it
         test_tasks=4,
         max_difficulty=1,
         max_turns=3,

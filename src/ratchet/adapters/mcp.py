@@ -1,0 +1,338 @@
+"""MCP servers as Ratchet tools and envs, through the official ``mcp`` SDK.
+
+:class:`MCPClient` is a synchronous connection to one MCP server, over stdio (a process it
+starts) or streamable HTTP (a URL); :func:`mcp_tools` turns the server's tools into Ratchet
+:class:`~ratchet.core.tool.Tool` objects with the server's own JSON schemas. :func:`mcp_env`
+makes an env from a server plus your tasks, verifier and oracle: each episode gets its own
+connection (its own server process, for stdio), the agent sees every server tool except the
+``hidden`` ones, and the verifier reads the world through the same connection (often through a
+hidden tool such as ``state``), never from the agent's claims. A tool failure the server
+reports (``isError``) becomes an error observation the agent can react to.
+
+Starting a server process per episode costs a second or more; with ``reuse=True`` and a
+``setup`` that resets the server's world for the task, processes are kept and reused.
+
+The SDK is asynchronous; each client runs its own event loop on a background thread, so the
+sessions stay plain synchronous objects on Ratchet's episode threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from ratchet.core.env import SimpleEnv
+from ratchet.core.pool import TaskPool
+from ratchet.core.task import Sampler, Task
+from ratchet.core.tool import Tool, ToolCall, ToolError
+from ratchet.core.verdict import Verdict
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
+
+
+@dataclass(frozen=True)
+class StdioServer:
+    """An MCP server the client starts as a process and talks to over stdin/stdout.
+
+    Attributes:
+        command: The program, e.g. ``sys.executable``.
+        args: Its arguments, e.g. ``["my_server.py"]``.
+        env: Extra environment variables for it.
+        cwd: Its working directory.
+        quiet: Discard what it writes to stderr (servers log every request there).
+    """
+
+    command: str
+    args: Sequence[str] = ()
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    quiet: bool = True
+
+
+@dataclass(frozen=True)
+class HttpServer:
+    """An MCP server reached over streamable HTTP.
+
+    Attributes:
+        url: The MCP endpoint, e.g. ``http://127.0.0.1:8000/mcp``.
+        headers: Sent with every request (authorisation, say).
+    """
+
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+Server = StdioServer | HttpServer | str
+"""An MCP server: a :class:`StdioServer`, an :class:`HttpServer`, or a URL."""
+
+
+class MCPClient:
+    """A synchronous connection to one MCP server.
+
+    Args:
+        server: Where the server is.
+        timeout_s: Longest wait for connecting and for each tool call.
+
+    Raises:
+        ConnectionError: If the server cannot be started or reached, or fails to initialise.
+    """
+
+    def __init__(self, server: Server, timeout_s: float = 30.0) -> None:
+        self.server = HttpServer(server) if isinstance(server, str) else server
+        self.timeout_s = timeout_s
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._stop: asyncio.Event | None = None
+        self._session: ClientSession | None = None
+        ready: concurrent.futures.Future[list[dict[str, Any]]] = concurrent.futures.Future()
+        self._main = asyncio.run_coroutine_threadsafe(self._hold(ready), self._loop)
+        try:
+            self.tools: list[dict[str, Any]] = ready.result(timeout_s)
+        except Exception as exc:
+            self.close()
+            where = self.server.url if isinstance(self.server, HttpServer) else self.server.command
+            raise ConnectionError(f"MCP server {where} failed to start: {_reason(exc)}") from None
+
+    def call(self, name: str, arguments: Mapping[str, Any] | None = None) -> str:
+        """Call a tool and return its result as text.
+
+        Raises:
+            ToolError: If the server reports the call failed (``isError``), with its message.
+        """
+        if self._session is None:
+            raise ToolError("the MCP connection is closed")
+        request = self._session.call_tool(
+            name, dict(arguments or {}), read_timeout_seconds=timedelta(seconds=self.timeout_s)
+        )
+        result = asyncio.run_coroutine_threadsafe(request, self._loop).result(self.timeout_s + 5)
+        text = _text(result)
+        if result.isError:
+            raise ToolError(text or f"{name} failed")
+        return text
+
+    def close(self) -> None:
+        """Close the session and stop the server process (idempotent)."""
+        if not self._thread.is_alive():
+            return
+        if self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        with contextlib.suppress(Exception):
+            self._main.result(self.timeout_s)
+        self._session = None
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(self.timeout_s)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    async def _hold(self, ready: concurrent.futures.Future[list[dict[str, Any]]]) -> None:
+        """Keep the transport and session open until :meth:`close` (they live in one task)."""
+        from mcp import ClientSession
+
+        self._stop = asyncio.Event()
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await stack.enter_async_context(_transport(self.server, stack))
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await session.initialize()
+                listed = await _list_tools(session)
+                self._session = session
+                ready.set_result(listed)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            elif not isinstance(exc, asyncio.CancelledError):
+                raise
+
+
+def mcp_tools(client: MCPClient, hidden: Collection[str] = ()) -> list[Tool]:
+    """Return the server's tools, except ``hidden``, as Ratchet tools calling ``client``.
+
+    Each keeps the server's input schema; where that schema does not say whether arguments it
+    does not declare are allowed, they are refused (``additionalProperties: false``), so a
+    misspelt argument is an error the agent sees rather than one the server silently drops.
+    """
+    return [
+        Tool.from_schema(
+            spec["name"],
+            spec.get("description") or spec["name"],
+            {"additionalProperties": False, **(spec.get("inputSchema") or {"type": "object"})},
+            _caller(client, spec["name"]),
+        )
+        for spec in client.tools
+        if spec["name"] not in hidden
+    ]
+
+
+def mcp_env(
+    server: Server,
+    *,
+    name: str,
+    description: str,
+    sample: Sampler | TaskPool,
+    verify: Callable[[Task, MCPClient, str | None], Verdict],
+    oracle: Callable[[Task], list[ToolCall]],
+    setup: Callable[[Task, MCPClient], None] | None = None,
+    hidden: Collection[str] = (),
+    reuse: bool = False,
+    timeout_s: float = 30.0,
+    **options: Any,
+) -> SimpleEnv[MCPClient]:
+    """Return an env whose worlds are MCP server connections and whose tools are the server's.
+
+    Args:
+        server: The MCP server.
+        name: The env's name.
+        description: One line for ``ratchet envs``.
+        sample: A sampler or a :class:`~ratchet.core.pool.TaskPool` of your tasks.
+        verify: ``verify(task, client, answer) -> Verdict``; reads the world's state through
+            ``client.call(...)`` (hidden tools are callable here).
+        oracle: ``oracle(task) -> [ToolCall]``: server tool calls that solve the task, then
+            ``finish``.
+        setup: ``setup(task, client)``: prepares the world for a task (e.g. calls a hidden
+            ``reset`` tool with the task's params) before the agent's first step.
+        hidden: Server tools the agent does not see (setup and verification tools).
+        reuse: Keep connections (and server processes) for later episodes; ``setup`` must
+            then put the world back to the task's start.
+        timeout_s: Longest wait for connecting and for each tool call.
+        **options: Passed on to :class:`~ratchet.core.env.SimpleEnv` (``policy``,
+            ``max_difficulty``, ``version``, ``problem_key``, ``observe``, ``thread_safe``,
+            ``max_sessions``).
+
+    Raises:
+        ValueError: If ``reuse`` is asked for without a ``setup`` to reset the world.
+    """
+    if reuse and setup is None:
+        raise ValueError("reuse=True needs a setup(task, client) that resets the server's world")
+    connections = _Connections(server, timeout_s, reuse)
+
+    def build(task: Task) -> MCPClient:
+        client = connections.take()
+        try:
+            if setup is not None:
+                setup(task, client)
+        except BaseException:
+            client.close()
+            raise
+        return client
+
+    return SimpleEnv(
+        name=name,
+        description=description,
+        sample=sample,
+        build=build,
+        tools=lambda client: mcp_tools(client, hidden),
+        verify=verify,
+        oracle=oracle,
+        teardown=connections.give_back,
+        **options,
+    )
+
+
+class _Connections:
+    """Connections to one server: a fresh one per episode, or reused ones kept idle."""
+
+    def __init__(self, server: Server, timeout_s: float, reuse: bool) -> None:
+        self.server, self.timeout_s, self.reuse = server, timeout_s, reuse
+        self._idle: list[MCPClient] = []
+        self._lock = threading.Lock()
+        if reuse:
+            atexit.register(self.close_idle)
+
+    def take(self) -> MCPClient:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return MCPClient(self.server, self.timeout_s)
+
+    def give_back(self, client: MCPClient) -> None:
+        if not self.reuse:
+            client.close()
+            return
+        with self._lock:
+            self._idle.append(client)
+
+    def close_idle(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for client in idle:
+            client.close()
+
+
+def _caller(client: MCPClient, name: str) -> Callable[..., str]:
+    def call(**arguments: Any) -> str:
+        return client.call(name, arguments)
+
+    return call
+
+
+@contextlib.asynccontextmanager
+async def _transport(server: StdioServer | HttpServer, stack: contextlib.AsyncExitStack) -> Any:
+    """Yield ``(read, write)`` streams to the server."""
+    if isinstance(server, HttpServer):
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        http = await stack.enter_async_context(create_mcp_http_client(dict(server.headers)))
+        async with streamable_http_client(server.url, http_client=http) as (read, write, _):
+            yield read, write
+        return
+    from mcp import StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    parameters = StdioServerParameters(
+        command=server.command,
+        args=list(server.args),
+        env={**os.environ, **server.env} if server.env is not None else None,
+        cwd=server.cwd,
+    )
+    # The stack closes the file when the connection closes.
+    errlog = stack.enter_context(open(os.devnull, "w")) if server.quiet else sys.stderr  # noqa: SIM115
+    async with stdio_client(parameters, errlog=errlog) as streams:
+        yield streams
+
+
+async def _list_tools(session: ClientSession) -> list[dict[str, Any]]:
+    tools: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        page = await session.list_tools(cursor)
+        tools += [tool.model_dump(exclude_none=True) for tool in page.tools]
+        cursor = page.nextCursor
+        if not cursor:
+            return tools
+
+
+def _text(result: Any) -> str:
+    """A tool result's content as text: text parts as they are, others named."""
+    parts = []
+    for item in result.content:
+        kind = getattr(item, "type", "")
+        if kind == "text":
+            parts.append(item.text)
+        elif kind == "resource" and hasattr(item.resource, "text"):
+            parts.append(item.resource.text)
+        else:
+            parts.append(f"[{kind or 'content'} content]")
+    if not parts and result.structuredContent is not None:
+        parts.append(json.dumps(result.structuredContent, sort_keys=True))
+    return "\n".join(parts)
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost message of an exception group (anyio wraps transport failures)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__

@@ -1,0 +1,355 @@
+"""Any OpenEnv environment server as a Ratchet env, over its WebSocket session protocol.
+
+Each Ratchet session is one WebSocket connection to ``/ws`` (one environment instance on the
+server): ``reset`` sends ``{"type": "reset", "data": <reset kwargs>}``, each action a
+``{"type": "step", "data": <action>}``, and ``close`` a ``{"type": "close"}``. What the agent
+can call depends on the server:
+
+- a tool-calling server (OpenEnv's MCP actions, RFC 003: it answers ``list_tools``) offers its
+  tools, each called as a ``call_tool`` action; Ratchet envs served by
+  :mod:`ratchet.adapters.openenv_server` are such servers;
+- any other server offers one tool, ``step``, whose parameters are the server's action schema
+  (from ``GET /schema``).
+
+Tasks come from the server's Task API (``/{env}/splits``, ``/{env}/tasks``; its ``validation``
+split is Ratchet's ``probe``; each task is reset with its ``split`` and ``index``), or from your
+own sampler or :class:`~ratchet.core.pool.TaskPool` whose params hold ``{"reset": {...}}``.
+Verification reads the rewards the server computed (its own world state): by default the score
+is the last reward, clipped to [0, 1], and a task passes at ``pass_reward``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from ratchet.core.env import FINISH
+from ratchet.core.pool import TaskPool
+from ratchet.core.task import Sampler, Split, Task, TaskSpec, generate_tasks
+from ratchet.core.tool import Tool, ToolCall, ToolError
+from ratchet.core.trajectory import Observation, error_observation
+from ratchet.core.verdict import Verdict
+
+SERVER_SPLITS: dict[str, Split] = {"train": "train", "validation": "probe", "test": "test"}
+"""Task API split names and the Ratchet split each becomes."""
+
+_FINISH_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "description": "The final answer."}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What an episode left on the server, for a custom verifier.
+
+    Attributes:
+        observation: The last observation payload (``observation``, ``reward``, ``done``).
+        rewards: Every non-null reward the server gave, in order.
+        done: Whether the server ended the episode.
+        answer: What the agent passed to ``finish``, if it did.
+    """
+
+    observation: dict[str, Any]
+    rewards: tuple[float, ...]
+    done: bool
+    answer: str | None
+
+
+Render = Callable[[dict[str, Any]], str]
+Verify = Callable[[Task, Outcome], Verdict]
+
+
+def render_observation(observation: dict[str, Any]) -> str:
+    """Show an observation's fields to the agent: a lone text field as it is, else JSON."""
+    fields = {k: v for k, v in observation.items() if k not in ("metadata", "reward", "done")}
+    texts = [v for v in fields.values() if isinstance(v, str)]
+    if len(fields) == 1 and len(texts) == 1:
+        return texts[0]
+    return json.dumps(fields, sort_keys=True, default=str)
+
+
+@dataclass
+class OpenEnvEnv:
+    """An OpenEnv server as a Ratchet env (see the module docstring).
+
+    Attributes:
+        url: The server's base URL, e.g. ``http://127.0.0.1:8000``.
+        name: The env's name.
+        oracle_fn: ``oracle(task) -> [ToolCall]``: a plan that solves the task.
+        description: One line for ``ratchet envs``.
+        sample: Your tasks (params ``{"reset": {...}}``), or ``None`` for the server's Task API.
+        verify_fn: ``verify(task, outcome) -> Verdict``; default: the last reward.
+        render: Turns an observation payload into text for the agent.
+        pass_reward: The reward at which a task passes (default verifier).
+        max_difficulty: Highest difficulty of ``sample``'s tasks.
+        version: Bumped whenever tasks or scoring change meaning.
+        timeout_s: Longest wait for the server's answer to one message.
+        max_sessions: Connections the server accepts at once (``max_concurrent_envs``).
+    """
+
+    url: str
+    name: str
+    oracle_fn: Callable[[Task], list[ToolCall]]
+    description: str = ""
+    sample: Sampler | TaskPool | None = None
+    verify_fn: Verify | None = None
+    render: Render = render_observation
+    pass_reward: float = 1.0
+    max_difficulty: int = 1
+    version: str = "1"
+    timeout_s: float = 30.0
+    max_sessions: int | None = None
+    _schema: dict[str, Any] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.url = self.url.rstrip("/")
+        if self.sample is None:
+            self.sample = _server_pool(self.url, self.timeout_s)
+        if isinstance(self.sample, TaskPool):
+            self.max_difficulty = self.sample.max_difficulty
+        self.description = self.description or f"the OpenEnv server at {self.url}"
+
+    def tasks(
+        self, split: Split, n: int, seed: int = 0, difficulty: int | None = None
+    ) -> list[Task]:
+        """Draw ``n`` tasks of ``split`` from the server's task lists or your sampler."""
+        if isinstance(self.sample, TaskPool):
+            return self.sample.tasks(self.name, split, n, seed, difficulty)
+        assert self.sample is not None  # set in __post_init__
+        return generate_tasks(
+            self.name,
+            self.sample,
+            split=split,
+            n=n,
+            seed=seed,
+            difficulty=difficulty,
+            max_difficulty=self.max_difficulty,
+        )
+
+    def session(self, task: Task) -> OpenEnvSession:
+        """Open a WebSocket session (one environment instance on the server) for ``task``."""
+        return OpenEnvSession(self, task)
+
+    def oracle(self, task: Task) -> list[ToolCall]:
+        """Your plan for ``task``."""
+        return self.oracle_fn(task)
+
+    def action_schema(self) -> dict[str, Any]:
+        """The server's action schema (``GET /schema``), as tool parameters."""
+        if self._schema is None:
+            schema = _get(self.url, "/schema", self.timeout_s)["action"]
+            properties = {k: v for k, v in schema.get("properties", {}).items() if k != "metadata"}
+            self._schema = {
+                **{k: v for k, v in schema.items() if k not in ("title", "properties")},
+                "type": "object",
+                "properties": properties,
+                "additionalProperties": False,
+            }
+        return self._schema
+
+    def judge(self, task: Task, outcome: Outcome) -> Verdict:
+        """Apply ``verify_fn``, or score the last reward."""
+        if self.verify_fn is not None:
+            return self.verify_fn(task, outcome)
+        if not outcome.rewards:
+            return Verdict(0.0, False, "the server gave no reward")
+        last = outcome.rewards[-1]
+        score = min(1.0, max(0.0, last))
+        return Verdict(score, last >= self.pass_reward, f"last reward {last:g}")
+
+
+class OpenEnvSession:
+    """One episode: a WebSocket connection to the server's ``/ws`` endpoint."""
+
+    def __init__(self, env: OpenEnvEnv, task: Task) -> None:
+        from websockets.sync.client import connect
+
+        self.env, self.task = env, task
+        ws_url = "ws" + env.url.removeprefix("http") + "/ws"
+        try:
+            # Entered as a context manager (websockets 17 wants it), left in close().
+            self._socket = connect(ws_url, open_timeout=env.timeout_s, max_size=1 << 24).__enter__()
+        except Exception as exc:
+            raise ConnectionError(f"cannot open an OpenEnv session at {ws_url}: {exc}") from None
+        self._tools: dict[str, Tool] = {}
+        self._last: dict[str, Any] = {}
+        self._rewards: list[float] = []
+        self._answer: str | None = None
+        self._over = False
+
+    def reset(self) -> Observation:
+        """Reset the server's environment for the task; offer its tools (or its action)."""
+        first = self._send("reset", self.task.params.get("reset", {}))
+        self._record(first)
+        listed = self._request("step", {"type": "list_tools"})
+        if listed.get("type") == "observation" and "tools" in listed["data"]["observation"]:
+            specs = listed["data"]["observation"]["tools"]
+            self._tools = {spec["name"]: self._remote_tool(spec) for spec in specs}
+        else:
+            self._tools = {"step": self._action_tool()}
+        if FINISH not in self._tools:  # the server has no finish of its own: end it here
+            self._tools[FINISH] = Tool.from_schema(
+                FINISH,
+                "Submit your final answer and end the episode.",
+                _FINISH_SCHEMA,
+                self._finish_here,
+            )
+        text = "\n\n".join(
+            t for t in (self.task.instruction, self.env.render(first["observation"])) if t
+        )
+        return Observation(text, tools=tuple(tool.schema() for tool in self._tools.values()))
+
+    def step(self, call: ToolCall) -> Observation:
+        """Send one action; server errors come back as error observations."""
+        if self._over:
+            return error_observation("the episode is over; no more calls are taken", done=True)
+        tool = self._tools.get(call.name)
+        if tool is None:
+            known = ", ".join(self._tools)
+            return error_observation(f"unknown tool {call.name!r}; available tools: {known}")
+        try:
+            arguments = tool.validate(call.arguments)
+            if call.name == FINISH:
+                self._answer = str(arguments.get("answer", ""))
+            text = tool.fn(**arguments)
+        except ToolError as exc:
+            return error_observation(str(exc), done=self._over)
+        self._over = self._over or bool(self._last.get("done"))
+        return Observation(text, done=self._over, terminated=self._over)
+
+    def _finish_here(self, answer: str) -> str:
+        self._over = True
+        return "Answer submitted."
+
+    def verify(self) -> Verdict:
+        """Judge the episode by what the server reported."""
+        outcome = Outcome(
+            self._last, tuple(self._rewards), bool(self._last.get("done")), self._answer
+        )
+        return self.env.judge(self.task, outcome)
+
+    def close(self) -> None:
+        """Close the session on the server (idempotent)."""
+        # Already closed, or the server went away: nothing is left to release.
+        with contextlib.suppress(Exception):
+            self._socket.send(json.dumps({"type": "close"}))
+        self._socket.__exit__(None, None, None)
+
+    def _remote_tool(self, spec: dict[str, Any]) -> Tool:
+        name = spec["name"]
+
+        def call(**arguments: Any) -> str:
+            payload = self._act({"type": "call_tool", "tool_name": name, "arguments": arguments})
+            error = payload.get("error")
+            if error:
+                raise ToolError(
+                    error.get("message", str(error)) if isinstance(error, dict) else str(error)
+                )
+            result = payload.get("result")
+            return result if isinstance(result, str) else json.dumps(result, default=str)
+
+        schema = spec.get("input_schema") or spec.get("inputSchema") or {"type": "object"}
+        return Tool.from_schema(name, spec.get("description") or name, schema, call)
+
+    def _action_tool(self) -> Tool:
+        def call(**action: Any) -> str:
+            return self.env.render(self._act(action))
+
+        return Tool.from_schema(
+            "step", "Take one action in the environment.", self.env.action_schema(), call
+        )
+
+    def _act(self, action: dict[str, Any]) -> dict[str, Any]:
+        """Send a step; return its observation payload (raising ToolError on a server error)."""
+        response = self._request("step", action)
+        if response.get("type") == "error":
+            data = response.get("data", {})
+            details = "; ".join(str(e.get("msg", e)) for e in data.get("errors", []))
+            raise ToolError(
+                f"{data.get('message', 'the server refused the action')} {details}".strip()
+            )
+        self._record(response["data"])
+        observation: dict[str, Any] = response["data"]["observation"]
+        return observation
+
+    def _record(self, payload: dict[str, Any]) -> None:
+        self._last = payload
+        if payload.get("reward") is not None:
+            self._rewards.append(float(payload["reward"]))
+
+    def _send(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+        response = self._request(kind, data)
+        if response.get("type") != "observation":
+            message = response.get("data", {}).get("message", response)
+            raise ConnectionError(f"the OpenEnv server refused {kind}: {message}")
+        payload: dict[str, Any] = response["data"]
+        return payload
+
+    def _request(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+        self._socket.send(json.dumps({"type": kind, "data": data}))
+        reply: dict[str, Any] = json.loads(self._socket.recv(timeout=self.env.timeout_s))
+        return reply
+
+
+def openenv_env(
+    url: str,
+    *,
+    name: str,
+    oracle: Callable[[Task], list[ToolCall]],
+    sample: Sampler | TaskPool | None = None,
+    verify: Verify | None = None,
+    **options: Any,
+) -> OpenEnvEnv:
+    """Return the OpenEnv server at ``url`` as an env (see :class:`OpenEnvEnv` for ``options``).
+
+    Raises:
+        ConnectionError: If the server cannot be reached, or (with ``sample=None``) has no
+            Task API.
+    """
+    return OpenEnvEnv(url, name, oracle, sample=sample, verify_fn=verify, **options)
+
+
+def _get(url: str, path: str, timeout_s: float, body: dict[str, Any] | None = None) -> Any:
+    try:
+        if body is None:
+            response = httpx.get(url + path, timeout=timeout_s)
+        else:
+            response = httpx.post(url + path, json=body, timeout=timeout_s)
+        response.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise ConnectionError(f"OpenEnv server {url}: {path} failed: {exc}") from None
+    return response.json()
+
+
+def _server_pool(url: str, timeout_s: float) -> TaskPool:
+    """The server's own task lists, by split, through its Task API."""
+    names: Sequence[str] = _get(url, "/list_environments", timeout_s)
+    server = names[0]
+    splits: dict[Split, list[TaskSpec]] = {}
+    for split in _get(url, f"/{server}/splits", timeout_s):
+        split_name = split["name"] if isinstance(split, dict) else str(split)
+        ours = SERVER_SPLITS.get(split_name)
+        if ours is None:
+            continue
+        listed = _get(url, f"/{server}/tasks", timeout_s, {"split": split_name})["tasks"]
+        splits[ours] = [_spec(split_name, index, spec) for index, spec in enumerate(listed)]
+    if not splits:
+        raise ConnectionError(f"OpenEnv server {url} lists no train, validation or test split")
+    return TaskPool(**splits)
+
+
+def _spec(split: str, index: int, spec: Any) -> TaskSpec:
+    listed = spec if isinstance(spec, dict) else {"value": spec}
+    text = next(
+        (str(listed[k]) for k in ("prompt", "instruction", "question") if k in listed),
+        f"Solve task {listed.get('id', index)} of the {split} split.",
+    )
+    return TaskSpec(text, {"reset": {"split": split, "index": index}, "task": listed})

@@ -1,0 +1,2 @@
+#!/bin/bash
+echo "Hello, $(cat /app/name.txt)!" > /app/hello.txt
