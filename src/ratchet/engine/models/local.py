@@ -168,6 +168,8 @@ class LocalModel:
         path: A Hugging Face model directory or a GGUF file; ``None`` for the embedded model.
         adapter: A LoRA adapter directory to apply (merged into the weights at load).
         constrained: Constrain every reply to a valid call of an offered tool.
+        bounded: With ``constrained``, bound every string and array of a call so that the
+            whole call fits the reply's ``max_tokens`` (see :mod:`.bounds`).
         max_batch_size: Conversations per ``generate()`` call.
         threads: Torch CPU threads; default :func:`default_threads`.
 
@@ -187,6 +189,7 @@ class LocalModel:
         *,
         adapter: str | None = None,
         constrained: bool = True,
+        bounded: bool = True,
         max_batch_size: int = 16,
         threads: int | None = None,
     ) -> None:
@@ -198,13 +201,14 @@ class LocalModel:
         torch.set_num_threads(threads)
         self.name = "local" if path is None else f"local:{path}"
         self.constrained = constrained
+        self.bounded = bounded
         self.max_batch_size = max_batch_size
         self.model, self.tokenizer = load(path, adapter)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self._eos_id = int(self.tokenizer.eos_token_id)
-        self._grammars: dict[str, str] = {}
+        self._grammars: dict[tuple[str, int | None], str] = {}
         self._ll_tokenizer: llguidance.LLTokenizer | None = None
         self._executor: llguidance.LLExecutor | None = None
 
@@ -242,7 +246,8 @@ class LocalModel:
         errors: dict[int, str] = {}
         for index, prompt in enumerate(prompts):
             try:
-                grammar, text = self._grammar(prompt.tools), self.render(prompt)
+                grammar = self._grammar(prompt.tools, sampling.max_tokens)
+                text = self.render(prompt)
             except (ValueError, TypeError, KeyError) as exc:
                 errors[index] = f"cannot prompt the model: {exc}"
                 continue
@@ -300,14 +305,19 @@ class LocalModel:
             )
         return completions
 
-    def _grammar(self, tools: Sequence[dict[str, Any]]) -> str | None:
+    def _grammar(self, tools: Sequence[dict[str, Any]], max_tokens: int) -> str | None:
         """Return the (cached) grammar for ``tools``, or ``None`` when decoding is free."""
         if not self.constrained or not tools:
             return None
-        key = json.dumps(tools, sort_keys=True)
+        cap = max_tokens if self.bounded else None
+        key = (json.dumps(tools, sort_keys=True), cap)
         if key not in self._grammars:
-            self._grammars[key] = tool_call_grammar(tools)
+            self._grammars[key] = tool_call_grammar(tools, cap, self.count_text)
         return self._grammars[key]
+
+    def count_text(self, text: str) -> int:
+        """Return how many tokens ``text`` takes in this model's tokenizer."""
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _llguidance(self) -> tuple[llguidance.LLTokenizer, llguidance.LLExecutor]:
         """Return the llguidance tokenizer and executor, built on first use (about a second)."""
