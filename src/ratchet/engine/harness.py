@@ -4,6 +4,9 @@
 parses the action in each reply, runs it, and feeds back the result until the episode ends or
 a budget runs out; then the verifier judges the world. Everything the model gets wrong
 (unparseable output, unknown tools, bad arguments) becomes an observation it can react to.
+Given the model's context window, each prompt is first cut to fit it by the declared context
+policy (:mod:`ratchet.engine.context`); budgets count the episode's own work, not time spent
+queued behind other episodes' model calls.
 Where the replies come from is a :data:`Policy`: a model (batched across concurrent episodes
 by the rollout scheduler) or a fixed list of calls (:func:`replay`, for oracles, null policies
 and hindsight).
@@ -102,13 +105,6 @@ def run_episode(
         episode.error = f"episode failed: {type(exc).__name__}: {exc}"
     finally:
         session.close()
-    metadata: dict[str, Any] = {"exemplars": [ex.instruction for ex in demonstrations]}
-    if episode.trims and context is not None:
-        metadata["context"] = {
-            "window": context.window,
-            "keep_turns": context.policy.keep_turns,
-            "trims": episode.trims,
-        }
     return Trajectory(
         task=task,
         agent=agent.version,
@@ -123,7 +119,7 @@ def run_episode(
         terminated=any(s.observation.terminated for s in episode.steps),
         truncated=episode.truncated,
         error=episode.error,
-        metadata=metadata,
+        metadata=episode.metadata(demonstrations),
     )
 
 
@@ -163,6 +159,17 @@ class _Episode:
             self.messages.extend(replies)
             self.worked_s += step.latency_s
         self.verdict = session.verify()
+
+    def metadata(self, demonstrations: Sequence[Exemplar]) -> dict[str, Any]:
+        """Provenance: the demonstrations shown and, if prompts were cut, how."""
+        metadata: dict[str, Any] = {"exemplars": [ex.instruction for ex in demonstrations]}
+        if self.trims and self.context is not None:
+            metadata["context"] = {
+                "window": self.context.window,
+                "keep_turns": self.context.policy.keep_turns,
+                "trims": self.trims,
+            }
+        return metadata
 
     def prompt(self) -> Prompt | None:
         """The prompt for the next turn, cut to the context window; ``None`` if it cannot fit."""
