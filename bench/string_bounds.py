@@ -12,7 +12,9 @@ parse (almost always a JSON string cut by the cap), the pass rate, and the ratio
 from __future__ import annotations
 
 import argparse
+import re
 import time
+from collections import Counter
 
 from ratchet.core.agent import Agent
 from ratchet.core.trajectory import Trajectory
@@ -27,6 +29,17 @@ def invalid_rate(played: list[Trajectory]) -> tuple[float, int]:
     return sum(s.call is None for s in steps) / max(1, len(steps)), len(steps)
 
 
+def cut_tools(played: list[Trajectory]) -> str:
+    """The tools that replies which did not parse were calling, most frequent first."""
+    names = Counter(
+        match.group(1) if (match := re.search(r'"name": "(\w+)"', s.output)) else "?"
+        for t in played
+        for s in t.steps
+        if s.call is None
+    )
+    return ", ".join(f"{name} {n}" for name, n in names.most_common()) or "none"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", type=int, default=4, help="tasks per env and difficulty")
@@ -39,14 +52,16 @@ def main() -> None:
     model = LocalModel(threads=args.threads, max_batch_size=8)
     agent = Agent(model="local", max_turns=args.turns)
     print(f"embedded model, {args.tasks} tasks per env and difficulty (1, 2), {args.turns} turns")
-    print(f"{'env':6} {'cap':>4}  {'invalid off':>11} {'invalid on':>10} {'ratio':>6}  "
-          f"{'pass off':>8} {'pass on':>7}  steps off/on  minutes")
+    print(
+        f"{'env':6} {'cap':>4}  {'invalid off':>11} {'invalid on':>10} {'ratio':>6}  "
+        f"{'pass off':>8} {'pass on':>7}  steps off/on  minutes"
+    )
     for name in ("shop", "files"):
         env = load_env_reference(name)
         tasks = [t for d in (1, 2) for t in env.tasks("train", args.tasks, seed=3, difficulty=d)]
         for cap in (int(c) for c in args.caps.split(",")):
             config = RolloutConfig(8, cap, Budget(args.turns, 4096, 3600.0))
-            rates, passes, counts = [], [], []
+            rates, passes, counts, cut = [], [], [], ""
             started = time.perf_counter()
             for bounded in (False, True):
                 model.bounded = bounded
@@ -55,11 +70,16 @@ def main() -> None:
                 rates.append(rate)
                 counts.append(steps)
                 passes.append(sum(t.passed for t in played) / len(played))
+                cut = cut_tools(played)
             minutes = (time.perf_counter() - started) / 60
             ratio = rates[1] / rates[0] if rates[0] else float("nan")
-            print(f"{name:6} {cap:>4}  {rates[0]:>11.1%} {rates[1]:>10.1%} {ratio:>6.2f}  "
-                  f"{passes[0]:>8.2f} {passes[1]:>7.2f}  {counts[0]:>5}/{counts[1]:<5}  "
-                  f"{minutes:6.1f}", flush=True)
+            print(
+                f"{name:6} {cap:>4}  {rates[0]:>11.1%} {rates[1]:>10.1%} {ratio:>6.2f}  "
+                f"{passes[0]:>8.2f} {passes[1]:>7.2f}  {counts[0]:>5}/{counts[1]:<5}  "
+                f"{minutes:6.1f}",
+                flush=True,
+            )
+            print(f"       replies that did not parse, with bounds, by tool: {cut}", flush=True)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import pytest
 from pydantic import Field
 
 from ratchet.core.tool import tools_from
-from ratchet.engine.models.bounds import MIN_TEXT, NUMBER_TOKENS, bound_arguments
+from ratchet.engine.models.bounds import MIN_TEXT, NUMBER_TOKENS, CapTooSmall, bound_arguments
 from ratchet.engine.models.constrain import tool_call_grammar, tool_call_schema
 from ratchet.envs.registry import load_env_reference
 
@@ -44,6 +44,7 @@ def env_tools(name: str) -> tuple[dict[str, Any], ...]:
     return env.session(env.tasks("train", 1, seed=0, difficulty=1)[0]).reset().tools
 
 
+@pytest.mark.filterwarnings("ignore::ratchet.engine.models.bounds.CapTooSmall")
 @pytest.mark.parametrize("env", ["calc", "shop", "files", "grid", "code"])
 @pytest.mark.parametrize("cap", [128, 256])
 def test_the_longest_call_the_bounded_schema_allows_fits_the_cap(env: str, cap: int) -> None:
@@ -90,8 +91,9 @@ def test_unbounded_strings_and_arrays_get_bounds_and_authors_bounds_are_kept() -
     assert chars(json.dumps(call)) + 1 <= 200
 
 
-def test_a_cap_too_small_for_the_call_still_leaves_usable_strings() -> None:
-    bounded = bound_arguments("note", NOTE["function"]["parameters"], 16, chars)
+def test_a_cap_too_small_for_the_call_still_leaves_usable_strings_and_warns() -> None:
+    with pytest.warns(CapTooSmall, match="a call of note needs about .* more than the reply cap"):
+        bounded = bound_arguments("note", NOTE["function"]["parameters"], 16, chars)
     assert bounded["properties"]["body"]["maxLength"] == MIN_TEXT
 
 

@@ -19,14 +19,15 @@ sized so that the longest call the bounded schema allows still fits in the cap:
 
 Bounds the tool author wrote (``Annotated[str, Field(max_length=...)]``) are kept, and count in
 full against the cap. If the cap cannot hold even the fixed text plus :data:`MIN_TEXT`
-characters per string, strings get :data:`MIN_TEXT` anyway (the call can then still run over:
-raise ``max_tokens``).
+characters per string, strings get :data:`MIN_TEXT` anyway and a :class:`CapTooSmall` warning
+says so: such a call can still run over, and ``max_tokens`` is too low for the tool.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,11 @@ MIN_TEXT = 8
 
 ITEM_TEXT = 8
 """Characters of text an array's share leaves each item, at least."""
+
+
+class CapTooSmall(UserWarning):
+    """A tool's call cannot fit the reply's token cap even with short strings."""
+
 
 Count = Callable[[str], int]
 """``count(text) -> tokens`` in the model's tokenizer."""
@@ -64,6 +70,15 @@ def bound_arguments(
     fixed = count(json.dumps({"name": name, "arguments": value}, ensure_ascii=False)) + extra
     margin = 2 + fixed // 10
     share = (max_tokens - 1 - margin - fixed) // open_slots
+    if share < MIN_TEXT:
+        needed = 1 + margin + fixed + MIN_TEXT * open_slots
+        warnings.warn(
+            f"a call of {name} needs about {needed} tokens with {MIN_TEXT} characters per "
+            f"string, more than the reply cap of {max_tokens}: raise --max-reply-tokens or its "
+            "calls can be cut off",
+            CapTooSmall,
+            stacklevel=2,
+        )
     return _bound(copy.deepcopy(parameters), share, count)
 
 
