@@ -86,7 +86,7 @@ def test_an_identical_prompt_still_leaves_one_token_to_read(tiny: Any) -> None:
     assert batch.cached == [19] and again == plain(tiny, rows)
 
 
-def test_entries_that_a_longer_one_extends_are_dropped_and_memory_is_bounded(tiny: Any) -> None:
+def test_extended_entries_are_dropped_and_memory_is_bounded_across_caches(tiny: Any) -> None:
     rng = random.Random(3)
     cache = PrefixCache(tiny, PAD)
     row = tokens(rng, 30)
@@ -97,6 +97,7 @@ def test_entries_that_a_longer_one_extends_are_dropped_and_memory_is_bounded(tin
     for _ in range(6):
         reused(tiny, small, [tokens(rng, 40)])
     assert len(small._entries) < 6 and small.nbytes <= 0.02 * 2**20
+    assert cache.nbytes == 0  # the budget holds across caches: the idle one's entry went first
 
 
 def shop_prompts() -> list[Any]:

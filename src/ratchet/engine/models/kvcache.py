@@ -28,13 +28,20 @@ Only models whose cache is a plain ``DynamicCache`` of full-attention layers are
 
 from __future__ import annotations
 
+import functools
+import itertools
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
+
+_LOCK = threading.Lock()  # one for all caches: eviction may take from another model's cache
+_CLOCK = itertools.count(1)
+_CACHES: weakref.WeakSet[PrefixCache] = weakref.WeakSet()
 
 SHARED_MIN = 32
 """A prefix shared by all rows of a batch is prefilled alone once it is this many tokens longer
@@ -59,7 +66,7 @@ class _Entry:
     values: list[torch.Tensor]
     used: int
 
-    @property
+    @functools.cached_property
     def nbytes(self) -> int:
         return sum(t.nbytes for t in (*self.keys, *self.values))
 
@@ -86,10 +93,14 @@ class Batch:
 class PrefixCache:
     """Keys and values of recently read sequences, reused as the prefix of new prompts.
 
+    The memory budget holds for all caches of the process together (an improve run keeps a
+    model per agent version it has tried, and only the current ones need their entries): when
+    it is exceeded, the least recently used entries go first, whichever cache holds them.
+
     Args:
         model: A transformers causal LM for which :func:`supports` is true.
         pad_id: The token id used for padding.
-        max_mb: Memory the cached keys and values may take; least recently used go first.
+        max_mb: Memory the cached keys and values of all caches in the process may take.
     """
 
     def __init__(self, model: Any, pad_id: int, max_mb: float = 1024.0) -> None:
@@ -97,8 +108,7 @@ class PrefixCache:
         self.pad_id = pad_id
         self.max_bytes = int(max_mb * 2**20)
         self._entries: list[_Entry] = []
-        self._clock = 0
-        self._lock = threading.Lock()
+        _CACHES.add(self)
 
     @property
     def nbytes(self) -> int:
@@ -107,7 +117,7 @@ class PrefixCache:
 
     def batch(self, rows: list[list[int]]) -> Batch:
         """Return the inputs for generating after ``rows``, reusing what the cache holds."""
-        with self._lock:
+        with _LOCK:
             matches = [self._match(row) for row in rows]
             shared = _common_prefix(rows)
             if len(rows) > 1 and shared - min(m for _, m in matches) >= SHARED_MIN:
@@ -115,7 +125,7 @@ class PrefixCache:
                 matches = [self._match(row) for row in rows]
             for entry, _ in matches:
                 if entry is not None:
-                    entry.used = self._tick()
+                    entry.used = next(_CLOCK)
             return self._assemble(rows, matches)
 
     def remember(self, batch: Batch, sequences: torch.Tensor, eos_id: int) -> None:
@@ -128,7 +138,7 @@ class PrefixCache:
         """
         width = batch.input_ids.shape[1]
         filled = batch.cache.get_seq_length()
-        with self._lock:
+        with _LOCK:
             for row, tokens in enumerate(batch.rows):
                 reply = sequences[row, width:filled].tolist()
                 if eos_id in reply:
@@ -149,10 +159,6 @@ class PrefixCache:
                     )
                 )
 
-    def _tick(self) -> int:
-        self._clock += 1
-        return self._clock
-
     def _match(self, row: list[int]) -> tuple[_Entry | None, int]:
         """The entry sharing the longest prefix with ``row``, and that length (< len(row))."""
         best: _Entry | None = None
@@ -166,7 +172,7 @@ class PrefixCache:
 
     def _add(self, entry: _Entry) -> None:
         """Store ``entry``, drop entries it extends, and evict down to the memory budget."""
-        entry.used = self._tick()
+        entry.used = next(_CLOCK)
         n = len(entry.tokens)
         self._entries = [
             e
@@ -174,9 +180,14 @@ class PrefixCache:
             if not (len(e.tokens) <= n and _shared_length(entry.tokens, e.tokens) == len(e.tokens))
         ]
         self._entries.append(entry)
-        self._entries.sort(key=lambda e: e.used)
-        while len(self._entries) > 1 and self.nbytes > self.max_bytes:
-            self._entries.pop(0)
+        caches = list(_CACHES)
+        while sum(c.nbytes for c in caches) > self.max_bytes:
+            owner, oldest = min(
+                ((c, e) for c in caches for e in c._entries), key=lambda pair: pair[1].used
+            )
+            if oldest is entry:
+                break  # the entry just stored is all that is left
+            owner._entries.remove(oldest)
 
     def _prefill(self, tokens: list[int]) -> _Entry:
         """Read ``tokens`` alone and return their keys and values as an entry."""

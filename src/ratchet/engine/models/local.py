@@ -176,7 +176,8 @@ class LocalModel:
         kv_reuse: Reuse the keys and values of prompt prefixes read before: the shared system
             message across a batch, and the conversation across an episode's turns (see
             :mod:`.kvcache`; ignored for models whose cache cannot be stitched).
-        kv_cache_mb: Memory the reusable keys and values may take.
+        kv_cache_mb: Memory the reusable keys and values of all local models in this process
+            may take (least recently used go first, whichever model holds them).
 
     Attributes:
         name: The model reference, ``local`` or ``local:PATH``.
