@@ -115,6 +115,11 @@ class PrefixCache:
         """Bytes the cached keys and values take."""
         return sum(e.nbytes for e in self._entries)
 
+    def clear(self) -> None:
+        """Drop every entry (their memory is freed)."""
+        with _LOCK:
+            self._entries = []
+
     def batch(self, rows: list[list[int]]) -> Batch:
         """Return the inputs for generating after ``rows``, reusing what the cache holds."""
         with _LOCK:

@@ -234,6 +234,11 @@ class LocalModel:
         """Return the text the model reads for ``prompt`` (see :mod:`.render`)."""
         return render_prompt(self.tokenizer, prompt)
 
+    def clear_kv_cache(self) -> None:
+        """Forget the keys and values kept for reuse (frees their memory)."""
+        if self._prefixes is not None:
+            self._prefixes.clear()
+
     def count_tokens(self, prompt: Prompt) -> int:
         """Return how many tokens the model reads for ``prompt``."""
         return self.count_text(self.render(prompt))
