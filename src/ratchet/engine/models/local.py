@@ -221,7 +221,7 @@ class LocalModel:
         window = getattr(self.model.config, "max_position_embeddings", None)
         self.context_window: int | None = int(window) if window else None
         self.kv_reuse = kv_reuse
-        self._prefixes = None
+        self._prefixes: kvcache.PrefixCache | None = None
         if kvcache.supports(self.model):
             self._prefixes = kvcache.PrefixCache(
                 self.model, int(self.tokenizer.pad_token_id), kv_cache_mb
@@ -312,8 +312,9 @@ class LocalModel:
         started = time.perf_counter()
         reuse = self._prefixes if self.kv_reuse else None
         batch = reuse.batch(rows) if reuse is not None else None
-        inputs = _left_padded(rows, int(self.tokenizer.pad_token_id))
-        if batch is not None:
+        if batch is None:
+            inputs = _left_padded(rows, int(self.tokenizer.pad_token_id))
+        else:
             inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
         processors = []
         if any(grammar is not None for grammar in grammars):
