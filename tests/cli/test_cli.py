@@ -260,3 +260,32 @@ def test_export_adds_token_ids_with_a_tokenizer(tmp_path):
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(lines) == 2
     assert all(len(r["input_ids"]) == len(r["token_loss_mask"]) > 0 for r in lines)
+
+
+def test_rollout_options_are_offered_and_reach_the_episodes(tmp_path, monkeypatch):
+    from ratchet.engine.models.fake import FakeModel
+    from ratchet.engine.store import Store
+
+    options = ["--threads", "--concurrency", "--max-reply-tokens", "--max-turns"]
+    options += ["--max-episode-tokens", "--timeout-s", "--keep-turns"]
+    for command in ("eval", "run", "improve"):
+        shown = runner.invoke(app, [command, "--help"], env={"COLUMNS": "240"}).output
+        assert all(option in shown for option in options), command
+    built = []
+
+    def load(spec, base_url, adapter, threads):
+        built.append(threads)
+        model = FakeModel(script=[json.dumps({"name": "add", "arguments": {"a": 1, "b": 2}})])
+        model.context_window = 10_000
+        return model
+
+    monkeypatch.setattr("ratchet.cli.episodes.load_model", load)
+    store = tmp_path / "store"
+    args = ["run", "calc", "--out", str(store), "--model", "fake", "-n", "2", "-q"]
+    args += ["--threads", "1", "--concurrency", "2", "--max-turns", "3", "--timeout-s", "60"]
+    result = runner.invoke(app, [*args, "--keep-turns", "1", "--max-reply-tokens", "16"])
+    assert result.exit_code == 0, result.output
+    assert built == [1]
+    with Store(store) as opened:
+        played = [trajectory for _, trajectory in opened.trajectories()]
+    assert len(played) == 2 and all(len(t.steps) == 3 and t.truncated for t in played)

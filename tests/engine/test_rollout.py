@@ -1,9 +1,11 @@
 import json
+from dataclasses import replace
 
 import pytest
 
 from ratchet.core.agent import Agent
 from ratchet.core.memory import Exemplar
+from ratchet.engine.harness import Budget
 from ratchet.engine.models import ModelError
 from ratchet.engine.models.base import Completion
 from ratchet.engine.models.fake import FakeModel
@@ -126,3 +128,30 @@ def test_a_failing_session_or_oracle_is_one_crashed_scripted_episode():
     assert set(errors) == {broken_world, broken_plan}
     assert "no world today" in errors[broken_world] and "no plan today" in errors[broken_plan]
     assert sum(t.passed for t in episodes) == len(TASKS) - 2
+
+
+def test_a_loaded_machine_slows_episodes_down_instead_of_truncating_them():
+    """Eight episodes share a model that completes two prompts per 50 ms call.
+
+    Each turn an episode waits behind about three other batches (~150 ms queued) and then works
+    50 ms itself, so four turns take it ~800 ms of wall time. Its 400 ms time budget counts only
+    its own work (~200 ms), so every episode plays all four turns: before the budget excluded
+    queueing, `ratchet eval` under load cut every episode after its first turn.
+    """
+    import time
+
+    class SlowBatches(BatchedFake):
+        max_batch_size = 2
+
+        def complete(self, prompts, sampling):
+            time.sleep(0.05)
+            done = super().complete(prompts, sampling)
+            return [replace(c, latency_s=0.05) for c in done]
+
+    model = SlowBatches(script=[json.dumps({"name": "add", "arguments": {"a": 1, "b": 2}})])
+    budget = Budget(max_turns=4, max_episode_tokens=10_000, timeout_s=0.4)
+    config = RolloutConfig(concurrency=8, budget=budget)
+    tasks = env.tasks("test", 8, seed=5)
+    result = rollout(env, tasks, Agent(model="fake"), model, config)
+    assert max(model.batches) == 2 and len(model.batches) >= 16  # queued behind each other
+    assert all(len(t.steps) == 4 and t.seconds < 0.4 for t in result)

@@ -4,6 +4,9 @@
 parses the action in each reply, runs it, and feeds back the result until the episode ends or
 a budget runs out; then the verifier judges the world. Everything the model gets wrong
 (unparseable output, unknown tools, bad arguments) becomes an observation it can react to.
+Given the model's context window, each prompt is first cut to fit it by the declared context
+policy (:mod:`ratchet.engine.context`); budgets count the episode's own work, not time spent
+queued behind other episodes' model calls.
 Where the replies come from is a :data:`Policy`: a model (batched across concurrent episodes
 by the rollout scheduler) or a fixed list of calls (:func:`replay`, for oracles, null policies
 and hindsight).
@@ -17,7 +20,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ratchet.core.agent import Agent
@@ -34,6 +37,7 @@ from ratchet.core.trajectory import (
     tool_message,
 )
 from ratchet.core.verdict import Verdict
+from ratchet.engine.context import Context
 from ratchet.engine.models.base import Completion, ModelError, Prompt
 
 CALL_FORMAT = '{"name": "<tool name>", "arguments": {<arguments>}}'
@@ -69,6 +73,7 @@ def run_episode(
     *,
     demonstrations: Sequence[Exemplar] = (),
     sample: int = 0,
+    context: Context | None = None,
 ) -> Trajectory:
     """Play ``task`` with replies from ``policy`` and return the verified trajectory.
 
@@ -80,63 +85,101 @@ def run_episode(
         budget: Turn, token and time budgets (default: :class:`Budget` with the agent's turns).
         demonstrations: Exemplars shown before the task, as earlier conversations.
         sample: Index of this sample among the k drawn for the task.
+        context: The model's context window and the policy that keeps prompts inside it
+            (``None``: prompts are sent whole).
     """
     budget = budget or Budget()
     if budget.max_turns is None:
         budget = replace(budget, max_turns=agent.max_turns)
-    messages: list[dict[str, Any]] = [system_message(agent)]
-    context = [turn for exemplar in demonstrations for turn in demonstration(exemplar)]
-    steps: list[Step] = []
-    first, truncated = Observation(""), False
-    verdict: Verdict | None = None
-    error: str | None = None
-    tick, worked_s = time.perf_counter(), 0.0
+    shown = [turn for exemplar in demonstrations for turn in demonstration(exemplar)]
+    episode = _Episode(system_message(agent), shown, context)
     try:
         session = env.session(task)
     except Exception as exc:  # a broken env ends this episode, not the run
         return crashed(env, task, agent, sample, f"env failed to start: {exc!r}")
     try:
-        first = session.reset()
-        messages.append({"role": "user", "content": first.text})
-        worked_s = time.perf_counter() - tick
-        while not (steps and steps[-1].observation.done):
-            if _over_budget(steps, worked_s, budget):
-                truncated = True
-                break
-            completion = policy(
-                Prompt((messages[0], *context, *messages[1:]), first.tools), len(steps)
-            )
-            if completion.error is not None:
-                error = f"model error: {completion.error}"
-                break
-            step, replies = act(session, completion, len(steps))
-            steps.append(step)
-            messages.extend(replies)
-            worked_s += step.latency_s
-        if error is None:
-            verdict = session.verify()
+        episode.play(session, policy, budget)
     except ModelError:
         raise  # a backend that cannot work at all ends the rollout, not just this episode
     except Exception as exc:  # sessions and verifiers should not raise; if one does, stop here
-        error = f"episode failed: {type(exc).__name__}: {exc}"
+        episode.error = f"episode failed: {type(exc).__name__}: {exc}"
     finally:
         session.close()
     return Trajectory(
         task=task,
         agent=agent.version,
         env_version=env.version,
-        messages=tuple(messages),
-        tools=first.tools,
-        steps=tuple(steps),
-        verdict=verdict,
+        messages=(episode.system, *episode.messages),
+        tools=episode.first.tools,
+        steps=tuple(episode.steps),
+        verdict=episode.verdict,
         model=agent.model,
         sample=sample,
-        seconds=worked_s,
-        terminated=any(s.observation.terminated for s in steps),
-        truncated=truncated,
-        error=error,
-        metadata={"exemplars": [ex.instruction for ex in demonstrations]},
+        seconds=episode.worked_s,
+        terminated=any(s.observation.terminated for s in episode.steps),
+        truncated=episode.truncated,
+        error=episode.error,
+        metadata=episode.metadata(demonstrations),
     )
+
+
+@dataclass
+class _Episode:
+    """The state of one episode while it is played (see :func:`run_episode`)."""
+
+    system: dict[str, Any]
+    demonstrations: list[dict[str, Any]]
+    context: Context | None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    first: Observation = field(default_factory=lambda: Observation(""))
+    verdict: Verdict | None = None
+    truncated: bool = False
+    error: str | None = None
+    worked_s: float = 0.0
+    trims: list[dict[str, int]] = field(default_factory=list)
+
+    def play(self, session: Session, policy: Policy, budget: Budget) -> None:
+        """Reset ``session``, then ask, act and observe until the episode ends; then verify."""
+        tick = time.perf_counter()
+        self.first = session.reset()
+        self.messages.append({"role": "user", "content": self.first.text})
+        self.worked_s = time.perf_counter() - tick
+        while not (self.steps and self.steps[-1].observation.done):
+            prompt = None if _over_budget(self.steps, self.worked_s, budget) else self.prompt()
+            if prompt is None:
+                self.truncated = True
+                break
+            completion = policy(prompt, len(self.steps))
+            if completion.error is not None:
+                self.error = f"model error: {completion.error}"
+                return
+            step, replies = act(session, completion, len(self.steps))
+            self.steps.append(step)
+            self.messages.extend(replies)
+            self.worked_s += step.latency_s
+        self.verdict = session.verify()
+
+    def metadata(self, demonstrations: Sequence[Exemplar]) -> dict[str, Any]:
+        """Provenance: the demonstrations shown and, if prompts were cut, how."""
+        metadata: dict[str, Any] = {"exemplars": [ex.instruction for ex in demonstrations]}
+        if self.trims and self.context is not None:
+            metadata["context"] = {
+                "window": self.context.window,
+                "keep_turns": self.context.policy.keep_turns,
+                "trims": self.trims,
+            }
+        return metadata
+
+    def prompt(self) -> Prompt | None:
+        """The prompt for the next turn, cut to the context window; ``None`` if it cannot fit."""
+        if self.context is None:
+            messages = (self.system, *self.demonstrations, *self.messages)
+            return Prompt(messages, self.first.tools)
+        fitted = self.context.fit(self.system, self.demonstrations, self.messages, self.first.tools)
+        if fitted.trim:
+            self.trims.append({"turn": len(self.steps), **fitted.trim})
+        return fitted.prompt
 
 
 def crashed(env: Env, task: Task, agent: Agent, sample: int, error: str) -> Trajectory:

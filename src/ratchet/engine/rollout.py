@@ -40,6 +40,7 @@ from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.batching import Batcher
+from ratchet.engine.context import Context, ContextPolicy
 from ratchet.engine.guard import guarded
 from ratchet.engine.harness import Budget, crashed, replay, run_episode
 from ratchet.engine.models.base import (
@@ -49,6 +50,7 @@ from ratchet.engine.models.base import (
     ModelError,
     Prompt,
     Sampling,
+    WindowedModel,
 )
 
 Play = Callable[[Task, int], Trajectory]
@@ -62,11 +64,13 @@ class RolloutConfig:
         concurrency: Episodes in flight at once (a local model's largest batch).
         max_reply_tokens: Cap on tokens per model reply.
         budget: Per-episode turn, token and time budgets.
+        context: What prompts leave out when they outgrow the model's context window.
     """
 
     concurrency: int = 16
     max_reply_tokens: int = 128
     budget: Budget = field(default_factory=Budget)
+    context: ContextPolicy = field(default_factory=ContextPolicy)
 
 
 def rollout(
@@ -169,6 +173,7 @@ def _player(
     if model is None:
         raise ValueError(f"agent {agent.version!r} needs a model")
     index = ExemplarIndex(agent.exemplars)
+    context = _context(model, config)
 
     def play(task: Task, sample: int) -> Trajectory:
         episode_seed = seed + _episode_seed(task, sample)
@@ -181,10 +186,26 @@ def _player(
 
         demos = index.select(task, agent.exemplars_per_task, agent.exemplar_token_budget)
         return run_episode(
-            env, task, agent, policy, config.budget, demonstrations=demos, sample=sample
+            env,
+            task,
+            agent,
+            policy,
+            config.budget,
+            demonstrations=demos,
+            sample=sample,
+            context=context,
         )
 
     return play
+
+
+def _context(model: Model, config: RolloutConfig) -> Context | None:
+    """The context policy over ``model``'s window, if the model declares one."""
+    if not isinstance(model, WindowedModel) or model.context_window is None:
+        return None
+    return Context(
+        model.context_window, config.max_reply_tokens, model.count_tokens, config.context
+    )
 
 
 def _scripted(env: Env, agent: Agent, task: Task, sample: int) -> Trajectory:

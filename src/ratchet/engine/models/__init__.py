@@ -22,6 +22,7 @@ from ratchet.engine.models.base import (
     Sampling,
     Trainer,
     TrainResult,
+    WindowedModel,
 )
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "Sampling",
     "TrainResult",
     "Trainer",
+    "WindowedModel",
     "cached_backends",
     "make_model",
     "make_trainer",

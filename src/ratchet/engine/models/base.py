@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,17 @@ class Prompt:
 
     messages: tuple[dict[str, Any], ...]
     tools: tuple[dict[str, Any], ...] = ()
+
+
+def estimate_tokens(prompt: Prompt) -> int:
+    """Return an over-estimate of a prompt's tokens when the tokenizer is unknown.
+
+    Counts the characters of the messages and tool schemas as JSON at three per token:
+    tokenizers of current models average about four characters a token on English text and
+    code, so this usually errs towards cutting a prompt early (text dense in digits or in
+    non-Latin scripts can take more tokens than estimated).
+    """
+    return -(-len(json.dumps([prompt.messages, prompt.tools], ensure_ascii=False)) // 3)
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,25 @@ class Model(Protocol):
         A failure of one request is reported in that completion's ``error``; a backend that
         cannot work at all (unreachable, misconfigured) raises :class:`ModelError`.
         """
+        ...
+
+
+@runtime_checkable
+class WindowedModel(Model, Protocol):
+    """A backend that knows its context window and can count a prompt's tokens.
+
+    The rollout scheduler then keeps every prompt inside the window with the declared context
+    policy (:mod:`ratchet.engine.context`) instead of sending one the model cannot take.
+
+    Attributes:
+        context_window: Tokens the model attends to, prompt and reply together (``None``:
+            unknown, prompts are sent whole).
+    """
+
+    context_window: int | None
+
+    def count_tokens(self, prompt: Prompt) -> int:
+        """Return how many tokens the model reads for ``prompt`` (an estimate is allowed)."""
         ...
 
 

@@ -1,7 +1,9 @@
 """Constrained decoding: every reply of the ``local`` backend is a valid call of an offered tool.
 
 The reply format is one JSON object ``{"name": ..., "arguments": {...}}``. For the tools on offer,
-:func:`tool_call_schema` builds the JSON schema of such a call, and :class:`ToolCallConstraint`
+:func:`tool_call_schema` builds the JSON schema of such a call (given the reply's token cap, with
+the strings and arrays bounded so that a whole call fits it: :mod:`.bounds`), and
+:class:`ToolCallConstraint`
 masks the logits of a batched Hugging Face ``generate()`` with one ``llguidance`` matcher per
 sequence, so sampling can only pick tokens that keep the reply a prefix of a valid call.
 """
@@ -16,6 +18,8 @@ import llguidance.numpy
 import numpy as np
 import torch
 
+from ratchet.engine.models.bounds import Count, bound_arguments
+
 if TYPE_CHECKING:
     from llguidance._lib import JsonCompileOptions
 
@@ -29,11 +33,16 @@ _JSON_OPTIONS: JsonCompileOptions = {
 }
 
 
-def tool_call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def tool_call_schema(
+    tools: Sequence[dict[str, Any]], max_tokens: int | None = None, count: Count | None = None
+) -> dict[str, Any]:
     """Return the JSON schema of one call of any of ``tools``.
 
     Args:
         tools: OpenAI-format tool schemas (``{"type": "function", "function": {...}}``).
+        max_tokens: The reply's token cap; with ``count``, every string and array without a
+            bound gets one so that a whole call fits (see :func:`.bounds.bound_arguments`).
+        count: Counts tokens with the model's tokenizer.
 
     Returns:
         ``anyOf`` over the tools of ``{"name": <const>, "arguments": <parameters>}``, both
@@ -51,6 +60,8 @@ def tool_call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
         if not isinstance(name, str) or not name:
             raise ValueError(f"tool schema without a name: {tool!r}")
         parameters = function.get("parameters") or {"type": "object", "properties": {}}
+        if max_tokens is not None and count is not None:
+            parameters = bound_arguments(name, parameters, max_tokens, count)
         options.append(
             {
                 "type": "object",
@@ -62,13 +73,20 @@ def tool_call_schema(tools: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return options[0] if len(options) == 1 else {"anyOf": options}
 
 
-def tool_call_grammar(tools: Sequence[dict[str, Any]]) -> str:
+def tool_call_grammar(
+    tools: Sequence[dict[str, Any]], max_tokens: int | None = None, count: Count | None = None
+) -> str:
     """Return the ``llguidance`` grammar for one call of any of ``tools``.
+
+    Args:
+        tools: OpenAI-format tool schemas.
+        max_tokens: The reply's token cap, to bound strings and arrays by (with ``count``).
+        count: Counts tokens with the model's tokenizer.
 
     Raises:
         ValueError: If ``tools`` is empty, a tool has no name, or the schema cannot be compiled.
     """
-    schema = tool_call_schema(tools)
+    schema = tool_call_schema(tools, max_tokens, count)
     grammar: str = llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=_JSON_OPTIONS)
     is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
     if is_error:

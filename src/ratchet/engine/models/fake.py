@@ -27,6 +27,7 @@ class FakeModel:
         script: If given, replies are taken from it in order (cycling), before ``reply``.
         name: The model reference recorded on trajectories.
         calls: How many prompts have been completed (for assertions in tests).
+        context_window: A window to declare (tokens counted as words), or ``None``.
     """
 
     reply: Reply = always_finish
@@ -34,6 +35,7 @@ class FakeModel:
     name: str = "fake"
     calls: int = 0
     seed: int = 0
+    context_window: int | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def complete(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
@@ -52,10 +54,22 @@ class FakeModel:
                 fingerprint = json.dumps(prompt.messages, sort_keys=True, default=str)
                 rng = random.Random(f"{self.seed}:{sampling.seed}:{fingerprint}")
                 text = self.reply(prompt, rng)
+            tokens = _count(prompt)
+            if (
+                self.context_window is not None
+                and tokens + sampling.max_tokens > self.context_window
+            ):
+                message = f"{tokens} prompt tokens + {sampling.max_tokens} exceed the window"
+                completions.append(Completion("", error=message))
+                continue
             completions.append(
-                Completion(text, prompt_tokens=_count(prompt), completion_tokens=len(text.split()))
+                Completion(text, prompt_tokens=tokens, completion_tokens=len(text.split()))
             )
         return completions
+
+    def count_tokens(self, prompt: Prompt) -> int:
+        """Return the prompt's length in words (what ``prompt_tokens`` reports)."""
+        return _count(prompt)
 
 
 def _count(prompt: Prompt) -> int:

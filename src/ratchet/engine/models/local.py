@@ -29,6 +29,7 @@ import llguidance.hf
 import torch
 import transformers
 
+from ratchet.engine.models import kvcache
 from ratchet.engine.models.base import Completion, ModelError, Prompt, Sampling
 from ratchet.engine.models.constrain import ToolCallConstraint, tool_call_grammar
 from ratchet.engine.models.render import render_prompt
@@ -168,13 +169,22 @@ class LocalModel:
         path: A Hugging Face model directory or a GGUF file; ``None`` for the embedded model.
         adapter: A LoRA adapter directory to apply (merged into the weights at load).
         constrained: Constrain every reply to a valid call of an offered tool.
+        bounded: With ``constrained``, bound every string and array of a call so that the
+            whole call fits the reply's ``max_tokens`` (see :mod:`.bounds`).
         max_batch_size: Conversations per ``generate()`` call.
         threads: Torch CPU threads; default :func:`default_threads`.
+        kv_reuse: Reuse the keys and values of prompt prefixes read before: the shared system
+            message across a batch, and the conversation across an episode's turns (see
+            :mod:`.kvcache`; ignored for models whose cache cannot be stitched).
+        kv_cache_mb: Memory the reusable keys and values of all local models in this process
+            may take (least recently used go first, whichever model holds them).
 
     Attributes:
         name: The model reference, ``local`` or ``local:PATH``.
         model: The ``transformers`` model (bf16, eval mode).
         tokenizer: Its tokenizer (left padding).
+        context_window: Tokens the model attends to (its ``max_position_embeddings``), prompt
+            and reply together; a longer prompt gets a completion with ``error`` set.
 
     Raises:
         ModelError: If the model or the adapter cannot be found or loaded.
@@ -187,8 +197,11 @@ class LocalModel:
         *,
         adapter: str | None = None,
         constrained: bool = True,
+        bounded: bool = True,
         max_batch_size: int = 16,
         threads: int | None = None,
+        kv_reuse: bool = True,
+        kv_cache_mb: float = 1024.0,
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be at least 1, got {max_batch_size}")
@@ -198,19 +211,37 @@ class LocalModel:
         torch.set_num_threads(threads)
         self.name = "local" if path is None else f"local:{path}"
         self.constrained = constrained
+        self.bounded = bounded
         self.max_batch_size = max_batch_size
         self.model, self.tokenizer = load(path, adapter)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self._eos_id = int(self.tokenizer.eos_token_id)
-        self._grammars: dict[str, str] = {}
+        window = getattr(self.model.config, "max_position_embeddings", None)
+        self.context_window: int | None = int(window) if window else None
+        self.kv_reuse = kv_reuse
+        self._prefixes: kvcache.PrefixCache | None = None
+        if kvcache.supports(self.model):
+            self._prefixes = kvcache.PrefixCache(
+                self.model, int(self.tokenizer.pad_token_id), kv_cache_mb
+            )
+        self._grammars: dict[tuple[str, int | None], str] = {}
         self._ll_tokenizer: llguidance.LLTokenizer | None = None
         self._executor: llguidance.LLExecutor | None = None
 
     def render(self, prompt: Prompt) -> str:
         """Return the text the model reads for ``prompt`` (see :mod:`.render`)."""
         return render_prompt(self.tokenizer, prompt)
+
+    def clear_kv_cache(self) -> None:
+        """Forget the keys and values kept for reuse (frees their memory)."""
+        if self._prefixes is not None:
+            self._prefixes.clear()
+
+    def count_tokens(self, prompt: Prompt) -> int:
+        """Return how many tokens the model reads for ``prompt``."""
+        return self.count_text(self.render(prompt))
 
     def complete(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
         """Return one completion per prompt, generating ``max_batch_size`` prompts at a time.
@@ -235,35 +266,56 @@ class LocalModel:
     def _complete_batch(
         self, prompts: Sequence[Prompt], sampling: Sampling, seed: int | None
     ) -> list[Completion]:
-        """Generate one batch; a prompt that cannot be rendered or constrained gets an error."""
+        """Generate one batch.
+
+        A prompt that cannot be rendered, constrained or fitted in the context window gets a
+        completion with ``error`` set; the rest of the batch goes on.
+        """
         kept: list[int] = []
-        texts: list[str] = []
+        rows: list[list[int]] = []
         grammars: list[str | None] = []
         errors: dict[int, str] = {}
         for index, prompt in enumerate(prompts):
             try:
-                grammar, text = self._grammar(prompt.tools), self.render(prompt)
+                grammar = self._grammar(prompt.tools, sampling.max_tokens)
+                row = self._tokens(prompt, sampling.max_tokens)
             except (ValueError, TypeError, KeyError) as exc:
                 errors[index] = f"cannot prompt the model: {exc}"
                 continue
             kept.append(index)
-            texts.append(text)
+            rows.append(row)
             grammars.append(grammar)
-        generated = dict(zip(kept, self._generate(texts, grammars, sampling, seed), strict=True))
+        generated = dict(zip(kept, self._generate(rows, grammars, sampling, seed), strict=True))
         return [generated.get(i) or Completion("", error=errors[i]) for i in range(len(prompts))]
+
+    def _tokens(self, prompt: Prompt, max_tokens: int) -> list[int]:
+        """The prompt's token ids; a ``ValueError`` if it and the reply overflow the window."""
+        ids = list(self.tokenizer(self.render(prompt), add_special_tokens=False)["input_ids"])
+        window = self.context_window
+        if window is not None and len(ids) + max_tokens > window:
+            raise ValueError(
+                f"the prompt takes {len(ids)} tokens and the reply up to {max_tokens}, more than "
+                f"the model's context window of {window}"
+            )
+        return ids
 
     def _generate(
         self,
-        texts: list[str],
+        rows: list[list[int]],
         grammars: list[str | None],
         sampling: Sampling,
         seed: int | None,
     ) -> list[Completion]:
-        """Run one left-padded ``generate()`` over ``texts``; one grammar (or none) per text."""
-        if not texts:
+        """Run one batched ``generate()`` after ``rows``; one grammar (or none) per row."""
+        if not rows:
             return []
         started = time.perf_counter()
-        encoded = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+        reuse = self._prefixes if self.kv_reuse else None
+        batch = reuse.batch(rows) if reuse is not None else None
+        if batch is None:
+            inputs = _left_padded(rows, int(self.tokenizer.pad_token_id))
+        else:
+            inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
         processors = []
         if any(grammar is not None for grammar in grammars):
             tokenizer, executor = self._llguidance()
@@ -272,42 +324,50 @@ class LocalModel:
             torch.manual_seed(seed)
         with torch.inference_mode():
             output = self.model.generate(
-                **encoded,
+                **inputs,
+                cache=batch.cache if batch is not None else None,
                 max_new_tokens=sampling.max_tokens,
                 logits_processor=transformers.LogitsProcessorList(processors),
                 pad_token_id=self.tokenizer.pad_token_id,
                 eos_token_id=self._eos_id,
                 **_sampling_options(sampling.temperature),
             )
+        if reuse is not None and batch is not None:
+            reuse.remember(batch, output, self._eos_id)
         latency_s = time.perf_counter() - started
-        prompt_length = encoded["input_ids"].shape[1]
-        prompt_tokens = encoded["attention_mask"].sum(dim=1).tolist()
+        width = inputs["input_ids"].shape[1]
         completions = []
         for row, grammar in enumerate(grammars):
-            tokens = output[row, prompt_length:].tolist()
+            tokens = output[row, width:].tolist()
             stop = tokens.index(self._eos_id) if self._eos_id in tokens else None
             completions.append(
                 Completion(
                     self.tokenizer.decode(tokens[:stop], skip_special_tokens=True),
-                    prompt_tokens=int(prompt_tokens[row]),
+                    prompt_tokens=len(rows[row]),
                     completion_tokens=len(tokens) if stop is None else stop + 1,
                     latency_s=latency_s,
                     metadata={
                         "finish_reason": "length" if stop is None else "stop",
                         "constrained": grammar is not None,
+                        "cached_tokens": batch.cached[row] if batch is not None else 0,
                     },
                 )
             )
         return completions
 
-    def _grammar(self, tools: Sequence[dict[str, Any]]) -> str | None:
+    def _grammar(self, tools: Sequence[dict[str, Any]], max_tokens: int) -> str | None:
         """Return the (cached) grammar for ``tools``, or ``None`` when decoding is free."""
         if not self.constrained or not tools:
             return None
-        key = json.dumps(tools, sort_keys=True)
+        cap = max_tokens if self.bounded else None
+        key = (json.dumps(tools, sort_keys=True), cap)
         if key not in self._grammars:
-            self._grammars[key] = tool_call_grammar(tools)
+            self._grammars[key] = tool_call_grammar(tools, cap, self.count_text)
         return self._grammars[key]
+
+    def count_text(self, text: str) -> int:
+        """Return how many tokens ``text`` takes in this model's tokenizer."""
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _llguidance(self) -> tuple[llguidance.LLTokenizer, llguidance.LLExecutor]:
         """Return the llguidance tokenizer and executor, built on first use (about a second)."""
@@ -317,6 +377,14 @@ class LocalModel:
             )
             self._executor = llguidance.LLExecutor()
         return self._ll_tokenizer, self._executor
+
+
+def _left_padded(rows: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
+    """``generate()`` inputs for ``rows``, left-padded to the longest."""
+    width = max(len(row) for row in rows)
+    ids = [[pad_id] * (width - len(row)) + row for row in rows]
+    mask = [[0] * (width - len(row)) + [1] * len(row) for row in rows]
+    return {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask)}
 
 
 def _sampling_options(temperature: float) -> dict[str, Any]:

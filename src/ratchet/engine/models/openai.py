@@ -34,7 +34,7 @@ import httpx
 
 import ratchet.engine.models.timed_http as timed_http
 from ratchet.core.tool import ToolCall
-from ratchet.engine.models.base import Completion, ModelError, Prompt, Sampling
+from ratchet.engine.models.base import Completion, ModelError, Prompt, Sampling, estimate_tokens
 from ratchet.engine.models.openai_messages import parse_tool_calls, text_messages
 
 ToolMode = Literal["required", "auto", "text"]
@@ -76,6 +76,7 @@ class OpenAIModel:
         max_backoff_s: float = 30.0,
         native_tools: bool = True,
         extra_body: Mapping[str, Any] | None = None,
+        context_window: int | None = 131_072,
     ) -> None:
         """Configure the backend; no request is made until :meth:`complete`.
 
@@ -96,6 +97,9 @@ class OpenAIModel:
                 system message and expects a JSON tool call in the reply text.
             extra_body: Extra fields merged into every request body (e.g.
                 ``{"top_p": 0.9}`` or server-specific options).
+            context_window: The served model's context window in tokens (``None``: unknown);
+                prompts are kept inside it with the context policy, their size estimated by
+                :func:`.base.estimate_tokens`.
 
         Raises:
             ValueError: If a limit is out of range or the model name is empty.
@@ -123,6 +127,7 @@ class OpenAIModel:
         self.max_backoff_s = max_backoff_s
         self.extra_body = dict(extra_body or {})
         self.tool_mode: ToolMode = "required" if native_tools else "text"
+        self.context_window = context_window
         self._url = f"{self.base_url}/chat/completions"
         self._api_key = os.environ.get(api_key_env) or None
         self._slots = threading.BoundedSemaphore(max_concurrency)
@@ -130,6 +135,10 @@ class OpenAIModel:
         self._reached = False
         self._unreachable: str | None = None
         self._client = timed_http.client(self.base_url, timeout_s, max_concurrency)
+
+    def count_tokens(self, prompt: Prompt) -> int:
+        """Return an over-estimate of the prompt's tokens (the server's tokenizer is unknown)."""
+        return estimate_tokens(prompt)
 
     def complete(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
         """Send one chat completion request per prompt, concurrently, and return them in order.

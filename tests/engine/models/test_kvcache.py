@@ -1,0 +1,153 @@
+import random
+from typing import Any
+
+import pytest
+import torch
+import transformers
+
+from ratchet.engine.models.kvcache import PrefixCache, supports
+
+PAD, EOS = 0, 1
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Any:
+    """A randomly initialised two-layer Llama (float32): same cache layout as SmolLM2."""
+    config = transformers.LlamaConfig(
+        vocab_size=96,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+    )
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def generate(model: Any, inputs: dict[str, Any], cache: Any = None) -> torch.Tensor:
+    with torch.inference_mode():
+        return model.generate(
+            **inputs,
+            cache=cache,
+            max_new_tokens=6,
+            do_sample=False,
+            pad_token_id=PAD,
+            eos_token_id=EOS,
+        )
+
+
+def plain(model: Any, rows: list[list[int]]) -> list[list[int]]:
+    """Replies from an ordinary left-padded generate(), without any reuse."""
+    width = max(map(len, rows))
+    ids = torch.tensor([[PAD] * (width - len(r)) + r for r in rows])
+    mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows])
+    output = generate(model, {"input_ids": ids, "attention_mask": mask})
+    return [output[i, width:].tolist() for i in range(len(rows))]
+
+
+def reused(model: Any, cache: PrefixCache, rows: list[list[int]]) -> tuple[list[list[int]], Any]:
+    batch = cache.batch(rows)
+    inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
+    output = generate(model, inputs, batch.cache)
+    cache.remember(batch, output, EOS)
+    width = batch.input_ids.shape[1]
+    return [output[i, width:].tolist() for i in range(len(rows))], batch
+
+
+def tokens(rng: random.Random, n: int) -> list[int]:
+    return [rng.randrange(2, 96) for _ in range(n)]
+
+
+def test_reused_prefixes_give_the_replies_of_a_fresh_prefill(tiny: Any) -> None:
+    assert supports(tiny)
+    rng = random.Random(1)
+    system = tokens(rng, 48)
+    rows = [system + tokens(rng, n) for n in (5, 17, 9)]
+    cache = PrefixCache(tiny, PAD)
+    first, batch = reused(tiny, cache, rows)
+    assert first == plain(tiny, rows)
+    assert batch.cached == [48, 48, 48]  # the shared system prefix, prefilled once
+    # The next turn: each conversation goes on after its reply, as the harness sends it.
+    turn_two = [r + reply + tokens(rng, 7) for r, reply in zip(rows, first, strict=True)]
+    turn_two.append(system + tokens(rng, 30))  # a new episode joins the batch
+    second, batch = reused(tiny, cache, turn_two)
+    assert second == plain(tiny, turn_two)
+    assert all(c >= len(r) for c, r in zip(batch.cached[:3], rows, strict=True))
+    assert batch.cached[3] == 48
+
+
+def test_an_identical_prompt_still_leaves_one_token_to_read(tiny: Any) -> None:
+    rows = [tokens(random.Random(2), 20)]
+    cache = PrefixCache(tiny, PAD)
+    reused(tiny, cache, rows)
+    again, batch = reused(tiny, cache, rows)
+    assert batch.cached == [19] and again == plain(tiny, rows)
+
+
+def test_extended_entries_are_dropped_and_memory_is_bounded_across_caches(tiny: Any) -> None:
+    rng = random.Random(3)
+    cache = PrefixCache(tiny, PAD)
+    row = tokens(rng, 30)
+    reply, _ = reused(tiny, cache, [row])
+    reused(tiny, cache, [row + reply[0] + tokens(rng, 4)])
+    assert len(cache._entries) == 1  # the first turn's entry is a prefix of the second's
+    small = PrefixCache(tiny, PAD, max_mb=0.02)
+    for _ in range(6):
+        reused(tiny, small, [tokens(rng, 40)])
+    assert len(small._entries) < 6 and small.nbytes <= 0.02 * 2**20
+    assert cache.nbytes == 0  # the budget holds across caches: the idle one's entry went first
+    small.clear()
+    assert small.nbytes == 0
+
+
+def shop_prompts() -> list[Any]:
+    from ratchet.core.agent import Agent
+    from ratchet.engine.harness import system_message
+    from ratchet.engine.models.base import Prompt
+    from ratchet.envs.registry import load_env_reference
+
+    shop = load_env_reference("shop")
+    system = system_message(Agent())
+    prompts = []
+    for task in shop.tasks("train", 3, seed=0, difficulty=1):
+        observation = shop.session(task).reset()
+        user = {"role": "user", "content": observation.text}
+        prompts.append(Prompt((system, user), observation.tools))
+    return prompts
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_embedded_model_greedy_replies_are_the_same_with_and_without_reuse() -> None:
+    """In float32, where rounding cannot flip a near tie between the two computations."""
+    from ratchet.engine.models.base import Prompt, Sampling
+    from ratchet.engine.models.local import LocalModel
+
+    model = LocalModel(threads=1, max_batch_size=4)
+    model.model = model.model.float()
+    greedy = Sampling(temperature=0, max_tokens=96)
+    first = shop_prompts()
+
+    def turns(reuse: bool) -> tuple[list[str], list[int]]:
+        model.kv_reuse = reuse
+        replies = model.complete(first, greedy)
+        follow = [
+            Prompt(
+                (
+                    *p.messages,
+                    {"role": "assistant", "content": r.text},
+                    {"role": "user", "content": "Error: try again"},
+                ),
+                p.tools,
+            )
+            for p, r in zip(first, replies, strict=True)
+        ]
+        again = model.complete(follow, greedy)
+        return [c.text for c in replies + again], [c.metadata["cached_tokens"] for c in again]
+
+    plain, nothing = turns(False)
+    reused, cached = turns(True)
+    assert reused == plain and set(nothing) == {0}
+    assert all(c > 600 for c in cached)  # at least the system message came from the cache
