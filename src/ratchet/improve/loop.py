@@ -24,12 +24,14 @@ from ratchet.core.task import Task
 from ratchet.engine.models import Backends, Model, Trainer, make_trainer
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.curriculum import CurriculumConfig, choose_tasks
+from ratchet.improve.experience import verified_experience
 from ratchet.improve.gate import decide_round, round_alpha, winner
 from ratchet.improve.hindsight import relabel_all
 from ratchet.improve.levers import Lever, make_levers
 from ratchet.improve.practice import Practice
 from ratchet.improve.rundir import RunDir
 from ratchet.improve.summary import round_lines, round_record, summary
+from ratchet.serve.memory import is_served
 
 Log = Callable[[str], None]
 
@@ -68,6 +70,12 @@ def improve(
     _check_gate_can_accept(config, len(levers))
     with RunDir.open(out, config, resume=resume, log=log) as run:
         practice = Practice(run, env, backends, reflector, lambda: _trainer(config), progress)
+        if config.experience is not None:
+            source = Path(config.experience)
+            count = run.import_experience(
+                config.experience, lambda: verified_experience(source, env.name)
+            )
+            log(f"experience from {source}: {count} verified training episodes")
         test = practice.test_tasks()
         base = practice.test(run.agent("base"), test)
         log(f"base test pass@1 {base.pass_at_1:.3f} ({base.n} tasks)")
@@ -129,7 +137,9 @@ def _curriculum(run: RunDir, env: Env, number: int) -> list[Task]:
     config = run.config
     curriculum = CurriculumConfig(max_difficulty=config.max_difficulty)
     seed = config.seed * 7919 + number
-    return choose_tasks(env, run.experience, config.train_tasks, seed, curriculum)
+    # Recorded conversations are experience but not tasks: the env has no world to replay them.
+    history = [t for t in run.experience if not is_served(t.task)]
+    return choose_tasks(env, history, config.train_tasks, seed, curriculum)
 
 
 def _trainer(config: ImproveConfig) -> Trainer | None:

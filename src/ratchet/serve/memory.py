@@ -24,6 +24,9 @@ from ratchet.engine.models.base import Prompt
 SERVED_FAMILY = "served"
 """The family of every recorded conversation (it has no problem key in an env's splits)."""
 
+SERVED_KEY = "served:"
+"""The prefix of a recorded conversation's problem key (an env's keys are JSON objects)."""
+
 Augment = Callable[[Agent, Prompt], Prompt]
 """``augment(agent, prompt) -> prompt``: one more part of memory applied to served prompts."""
 
@@ -32,6 +35,11 @@ def default_env(agent: Agent) -> str | None:
     """The env most of the agent's exemplars come from, or ``None`` without exemplars."""
     counts = Counter(exemplar.env for exemplar in agent.exemplars)
     return counts.most_common(1)[0][0] if counts else None
+
+
+def is_served(task: Task) -> bool:
+    """Whether ``task`` is a recorded conversation rather than a task an env can play."""
+    return task.problem.startswith(SERVED_KEY)
 
 
 def content_text(message: dict[str, Any]) -> str:
@@ -92,7 +100,7 @@ class ServedMemory:
                 env=self.env,
                 instruction=first_user_text(conversation),
                 split="train",
-                problem="served:",  # no exemplar's key: none is taken for the task itself
+                problem=SERVED_KEY,  # no exemplar's key: none is taken for the task itself
                 family=SERVED_FAMILY,
             )
             demos = self._index.select(

@@ -33,7 +33,7 @@ from ratchet.core.trajectory import Observation, Step, Trajectory
 from ratchet.core.verdict import Verdict
 from ratchet.engine.models.base import Completion
 from ratchet.engine.store import Store
-from ratchet.serve.memory import SERVED_FAMILY, content_text, first_user_text
+from ratchet.serve.memory import SERVED_FAMILY, SERVED_KEY, content_text, first_user_text
 
 SERVED_ENV = "served"
 """The env recorded for conversations when the server knows of none."""
@@ -123,7 +123,7 @@ class Recorder:
                 env=self.env,
                 instruction=first_user_text(conversation),
                 split="train",
-                problem=f"served:{conversation_id}",
+                problem=f"{SERVED_KEY}{conversation_id}",
                 family=SERVED_FAMILY,
             ),
             agent=self.agent.version,
