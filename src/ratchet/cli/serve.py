@@ -11,7 +11,6 @@ import typer
 
 from ratchet.cli.options import (
     BaseUrl,
-    ModelRef,
     Threads,
     build_config,
     config_options,
@@ -35,7 +34,10 @@ def serve(
         str, typer.Argument(metavar="AGENT_DIR", help="An agent directory, or base.")
     ],
     options: dict[str, Any],
-    model: ModelRef = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="local, local:PATH, openai:NAME or fake (default: the agent's own)."),
+    ] = None,
     base_url: BaseUrl = None,
     threads: Threads = None,
 ) -> None:

@@ -21,6 +21,7 @@ from rich.progress import Progress
 from ratchet.core.env import Env
 from ratchet.core.stats import smallest_p_value
 from ratchet.core.task import Task
+from ratchet.engine.cluster import RayPool
 from ratchet.engine.models import Backends, Model, Trainer, make_trainer
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.curriculum import CurriculumConfig, choose_tasks
@@ -47,6 +48,8 @@ def improve(
     progress: Progress | None = None,
     log: Log = print,
     levers: Sequence[Lever] | None = None,
+    trainer: Callable[[], Trainer | None] | None = None,
+    pool: RayPool | None = None,
 ) -> dict[str, Any]:
     """Run the self-improvement loop and return (and write) ``summary.json``'s content.
 
@@ -61,6 +64,9 @@ def improve(
         log: Where to report what happens, one line at a time.
         levers: Lever objects to use instead of the built-in ones ``config.levers`` names
             (their names must match ``config.levers``); how custom levers join the loop.
+        trainer: Makes the adapter trainer for weight levers (default: from ``config.model``
+            and ``config.weights``; a served model's server from ``OPENAI_BASE_URL``).
+        pool: Ray env workers that play the episodes (``None``: here, on threads).
 
     Raises:
         ValueError: If ``out`` holds another run and ``resume`` is false, or holds no run (or
@@ -69,7 +75,8 @@ def improve(
     levers = _levers(config, levers)
     _check_gate_can_accept(config, len(levers))
     with RunDir.open(out, config, resume=resume, log=log) as run:
-        practice = Practice(run, env, backends, reflector, lambda: _trainer(config), progress)
+        trainers = trainer or (lambda: _trainer(config))
+        practice = Practice(run, env, backends, reflector, trainers, progress, pool)
         if config.experience is not None:
             source = Path(config.experience)
             count = run.import_experience(
@@ -144,6 +151,6 @@ def _curriculum(run: RunDir, env: Env, number: int) -> list[Task]:
 
 def _trainer(config: ImproveConfig) -> Trainer | None:
     try:
-        return make_trainer(config.model)
+        return make_trainer(config.model, config.weights)
     except ValueError:
         return None
