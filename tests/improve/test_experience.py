@@ -76,7 +76,7 @@ def test_improve_learns_from_recorded_traffic_and_never_replays_it(tmp_path):
     )
     lines = []
     improve(config, env, tmp_path / "run", lambda agent, directory: FakeModel(), log=lines.append)
-    assert any("2 verified training episodes" in line for line in lines)
+    assert any("2 verified episodes" in line for line in lines)
     with Store(tmp_path / "run") as store:
         [imported] = store.runs(kind="experience")
         [run] = store.runs(kind="improve")

@@ -11,7 +11,7 @@ from ratchet.core.agent import Agent  # noqa: E402
 from ratchet.core.memory import Exemplar, Insight  # noqa: E402
 from ratchet.engine.models.fake import FakeModel  # noqa: E402
 from ratchet.engine.store import Store  # noqa: E402
-from ratchet.serve.app import create_app  # noqa: E402
+from ratchet.serve.app import Server, create_app  # noqa: E402
 from ratchet.serve.config import ServeConfig  # noqa: E402
 from ratchet.serve.memory import ServedMemory  # noqa: E402
 from ratchet.serve.models import ServedModels  # noqa: E402
@@ -61,14 +61,8 @@ def make_server(tmp_path, agent=None, model=None, api_key=None, memory=True, bui
     store = Store(tmp_path / "store")
     served_memory = ServedMemory(agent, None, memory)
     recorder = Recorder(store, agent, served_memory.env, {"agent": "test"})
-    app = create_app(
-        agent,
-        ServedModels("v3", model, build),
-        served_memory,
-        recorder,
-        ServeConfig(),
-        api_key,
-    )
+    models = ServedModels("v3", model, build)
+    app = create_app(Server(agent, models, served_memory, recorder, ServeConfig(), api_key))
     return TestClient(app), model, store
 
 

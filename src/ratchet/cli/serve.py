@@ -49,7 +49,7 @@ def serve(
     try:
         import uvicorn
 
-        from ratchet.serve.app import create_app
+        from ratchet.serve.app import Server, create_app
     except ImportError as exc:
         fail(
             f"ratchet serve needs the serve extra ({exc.name} is missing): "
@@ -65,7 +65,7 @@ def serve(
     settings = {"agent": agent_ref, "version": agent.version, "model": agent.model, "name": name}
     recorder = Recorder(store, agent, memory.env, settings)
     models = ServedModels(name, backend, _adapter_builder(agent, threads))
-    app = create_app(agent, models, memory, recorder, config, api_key)
+    app = create_app(Server(agent, models, memory, recorder, config, api_key))
     url = f"http://{config.host}:{config.port}/v1"
     console.print(
         f"serving {name!r} ({agent.model}) at {url}; recording conversations in {store.root}",

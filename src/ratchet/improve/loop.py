@@ -78,11 +78,7 @@ def improve(
         trainers = trainer or (lambda: _trainer(config))
         practice = Practice(run, env, backends, reflector, trainers, progress, pool)
         if config.experience is not None:
-            source = Path(config.experience)
-            count = run.import_experience(
-                config.experience, lambda: verified_experience(source, env.name)
-            )
-            log(f"experience from {source}: {count} verified training episodes")
+            _import_experience(run, config.experience, env, log)
         test = practice.test_tasks()
         base = practice.test(run.agent("base"), test)
         log(f"base test pass@1 {base.pass_at_1:.3f} ({base.n} tasks)")
@@ -130,6 +126,11 @@ def _check_gate_can_accept(config: ImproveConfig, levers: int) -> None:
             f"{threshold:.4f} (alpha {config.gate.alpha} over {config.rounds} rounds and "
             f"{levers} levers); use at least {needed} probe tasks, or fewer rounds or levers"
         )
+
+
+def _import_experience(run: RunDir, source: str, env: Env, log: Log) -> None:
+    load = partial(verified_experience, Path(source), env.name)
+    log(f"experience from {source}: {run.import_experience(source, load)} verified episodes")
 
 
 def _levers(config: ImproveConfig, levers: Sequence[Lever] | None) -> list[Lever]:

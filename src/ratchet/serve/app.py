@@ -11,9 +11,10 @@ from __future__ import annotations
 import hmac
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, Request
+from fastapi import APIRouter, Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException
@@ -24,6 +25,7 @@ from ratchet.engine.harness import parse_action
 from ratchet.engine.models.base import Completion, ModelError, Prompt, Sampling
 from ratchet.serve.config import ServeConfig
 from ratchet.serve.memory import ServedMemory
+from ratchet.serve.models import Served as ServedModel
 from ratchet.serve.models import ServedModels
 from ratchet.serve.protocol import (
     ApiError,
@@ -40,17 +42,11 @@ from ratchet.serve.recorder import Recorder, UnknownConversation
 CONVERSATION_HEADER = "X-Ratchet-Conversation"
 
 
-def create_app(
-    agent: Agent,
-    models: ServedModels,
-    memory: ServedMemory,
-    recorder: Recorder,
-    config: ServeConfig,
-    api_key: str | None = None,
-) -> FastAPI:
-    """Return the server app for ``agent``.
+@dataclass(frozen=True)
+class Server:
+    """What the routes serve.
 
-    Args:
+    Attributes:
         agent: The served agent (its temperature is the default one).
         models: The base model and loadable adapters.
         memory: Applies the agent's memory to incoming conversations.
@@ -59,97 +55,131 @@ def create_app(
         api_key: The key clients must send as ``Authorization: Bearer KEY`` (``None``: none).
     """
 
+    agent: Agent
+    models: ServedModels
+    memory: ServedMemory
+    recorder: Recorder
+    config: ServeConfig
+    api_key: str | None = None
+
+
+def create_app(server: Server) -> FastAPI:
+    """Return the server app."""
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
-        recorder.close()
+        server.recorder.close()
 
-    def authorize(authorization: Annotated[str | None, Header()] = None) -> None:
-        if api_key is None:
-            return
-        sent = (authorization or "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(sent.encode(), api_key.encode()):
-            raise ApiError(
-                401,
-                "missing or wrong API key: send the header 'Authorization: Bearer KEY'",
-                kind="authentication_error",
-                code="invalid_api_key",
-            )
-
-    app = FastAPI(title="ratchet serve", lifespan=lifespan, dependencies=[Depends(authorize)])
+    app = FastAPI(title="ratchet serve", lifespan=lifespan, dependencies=[Depends(_authorize)])
+    app.state.server = server
+    app.include_router(routes)
     _error_handlers(app)
-
-    @app.get("/health")
-    def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.get("/v1/models")
-    def list_models() -> dict[str, Any]:
-        return {"object": "list", "data": models.listing()}
-
-    @app.post("/v1/chat/completions")
-    def chat(
-        request: ChatRequest,
-        x_ratchet_conversation: Annotated[str | None, Header()] = None,
-    ) -> JSONResponse:
-        served = models.get(request.model)
-        _check(request)
-        messages = [_normalised(m) for m in request.messages]
-        offered = list(request.tools or [])
-        tools = _decoding_tools(offered, request.tool_choice)
-        try:
-            named = x_ratchet_conversation or request.conversation_id
-            conversation_id = recorder.conversation_id(messages, named)
-        except ValueError as exc:
-            raise ApiError(400, str(exc), param="conversation_id") from None
-        conversation = memory.conversation(messages)
-        sampling = Sampling(
-            agent.temperature if request.temperature is None else request.temperature,
-            request.max_tokens or request.max_completion_tokens or config.max_tokens,
-            request.seed,
-        )
-        completion = _complete(models, served, memory.prompt(conversation, tools), sampling)
-        message, finish = reply_message(completion, _call(completion, tools))
-        recorder.record(
-            conversation_id, messages, conversation, offered, message, completion, served.name
-        )
-        body = completion_body(served.name, message, finish, completion, conversation_id)
-        return JSONResponse(body, headers={CONVERSATION_HEADER: conversation_id})
-
-    @app.post("/v1/feedback")
-    def feedback(request: FeedbackRequest) -> dict[str, Any]:
-        passed = request.score >= 1.0 if request.passed is None else request.passed
-        try:
-            recorded = recorder.feedback(
-                request.conversation_id, request.score, passed, request.note
-            )
-        except UnknownConversation as exc:
-            raise ApiError(404, str(exc), param="conversation_id") from None
-        except ValueError as exc:
-            raise ApiError(400, str(exc), param="conversation_id") from None
-        return {
-            "conversation_id": request.conversation_id,
-            "passed": recorded.passed,
-            "score": recorded.score,
-            "turns": len(recorded.steps),
-        }
-
-    @app.post("/v1/load_lora_adapter")
-    def load_adapter(request: LoadAdapterRequest) -> PlainTextResponse:
-        try:
-            models.load(request.lora_name, request.lora_path, request.load_inplace)
-        except ModelError as exc:
-            raise ApiError(400, str(exc), param="lora_path") from None
-        return PlainTextResponse(f"Success: LoRA adapter '{request.lora_name}' added successfully.")
-
-    @app.post("/v1/unload_lora_adapter")
-    def unload_adapter(request: UnloadAdapterRequest) -> PlainTextResponse:
-        models.unload(request.lora_name)
-        return PlainTextResponse(
-            f"Success: LoRA adapter '{request.lora_name}' removed successfully."
-        )
-
     return app
+
+
+def _server(request: Request) -> Server:
+    served: Server = request.app.state.server
+    return served
+
+
+ServerDep = Annotated[Server, Depends(_server)]
+routes = APIRouter()
+
+
+def _authorize(server: ServerDep, authorization: Annotated[str | None, Header()] = None) -> None:
+    if server.api_key is None:
+        return
+    sent = (authorization or "").removeprefix("Bearer ").strip()
+    if not hmac.compare_digest(sent.encode(), server.api_key.encode()):
+        raise ApiError(
+            401,
+            "missing or wrong API key: send the header 'Authorization: Bearer KEY'",
+            kind="authentication_error",
+            code="invalid_api_key",
+        )
+
+
+@routes.get("/health")
+def health() -> dict[str, str]:
+    """Liveness."""
+    return {"status": "ok"}
+
+
+@routes.get("/v1/models")
+def list_models(server: ServerDep) -> dict[str, Any]:
+    """The models on offer."""
+    return {"object": "list", "data": server.models.listing()}
+
+
+@routes.post("/v1/chat/completions")
+def chat(
+    request: ChatRequest,
+    server: ServerDep,
+    x_ratchet_conversation: Annotated[str | None, Header()] = None,
+) -> JSONResponse:
+    """One reply, with the agent's memory applied; the conversation is recorded."""
+    served = server.models.get(request.model)
+    _check(request)
+    messages = [_normalised(m) for m in request.messages]
+    offered = list(request.tools or [])
+    tools = _decoding_tools(offered, request.tool_choice)
+    try:
+        named = x_ratchet_conversation or request.conversation_id
+        conversation_id = server.recorder.conversation_id(messages, named)
+    except ValueError as exc:
+        raise ApiError(400, str(exc), param="conversation_id") from None
+    conversation = server.memory.conversation(messages)
+    sampling = Sampling(
+        server.agent.temperature if request.temperature is None else request.temperature,
+        request.max_tokens or request.max_completion_tokens or server.config.max_tokens,
+        request.seed,
+    )
+    prompt = server.memory.prompt(conversation, tools)
+    completion = _complete(server.models, served, prompt, sampling)
+    message, finish = reply_message(completion, _call(completion, tools))
+    server.recorder.record(
+        conversation_id, messages, conversation, offered, message, completion, served.name
+    )
+    body = completion_body(served.name, message, finish, completion, conversation_id)
+    return JSONResponse(body, headers={CONVERSATION_HEADER: conversation_id})
+
+
+@routes.post("/v1/feedback")
+def feedback(request: FeedbackRequest, server: ServerDep) -> dict[str, Any]:
+    """Attach a verdict to a recorded conversation."""
+    passed = request.score >= 1.0 if request.passed is None else request.passed
+    try:
+        recorded = server.recorder.feedback(
+            request.conversation_id, request.score, passed, request.note
+        )
+    except UnknownConversation as exc:
+        raise ApiError(404, str(exc), param="conversation_id") from None
+    except ValueError as exc:
+        raise ApiError(400, str(exc), param="conversation_id") from None
+    return {
+        "conversation_id": request.conversation_id,
+        "passed": recorded.passed,
+        "score": recorded.score,
+        "turns": len(recorded.steps),
+    }
+
+
+@routes.post("/v1/load_lora_adapter")
+def load_adapter(request: LoadAdapterRequest, server: ServerDep) -> PlainTextResponse:
+    """Serve a LoRA adapter under its own model name (vLLM's endpoint)."""
+    try:
+        server.models.load(request.lora_name, request.lora_path, request.load_inplace)
+    except ModelError as exc:
+        raise ApiError(400, str(exc), param="lora_path") from None
+    return PlainTextResponse(f"Success: LoRA adapter '{request.lora_name}' added successfully.")
+
+
+@routes.post("/v1/unload_lora_adapter")
+def unload_adapter(request: UnloadAdapterRequest, server: ServerDep) -> PlainTextResponse:
+    """Stop serving a LoRA adapter (vLLM's endpoint)."""
+    server.models.unload(request.lora_name)
+    return PlainTextResponse(f"Success: LoRA adapter '{request.lora_name}' removed successfully.")
 
 
 def _check(request: ChatRequest) -> None:
@@ -199,7 +229,9 @@ def _decoding_tools(
     )
 
 
-def _complete(models: ServedModels, served: Any, prompt: Prompt, sampling: Sampling) -> Completion:
+def _complete(
+    models: ServedModels, served: ServedModel, prompt: Prompt, sampling: Sampling
+) -> Completion:
     try:
         completion = models.complete(served, prompt, sampling)
     except ModelError as exc:
