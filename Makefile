@@ -26,9 +26,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -m 'not slow'
 
-# Also installs Debian's chromium for the report's browser test (skipped where it is absent).
+# Also installs Debian's chromium for the report's browser test (skipped where it is absent)
+# and Ray for the cluster tests (a 79 MB wheel, so only here).
 test-all: $(STAMP)
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+	$(PY) -m pip install -q -e '.[ray]'
 	$(PY) -m pytest -q -m ''
 
 lint: $(STAMP)
