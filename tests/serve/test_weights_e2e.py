@@ -1,6 +1,7 @@
 """End to end on CPU: improve a served model's weights through ``ratchet serve`` as the server."""
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -59,7 +60,11 @@ def test_rft_through_ratchet_serve_accepts_an_adapter_that_the_server_then_serve
         wait_for(f"{url}/models", server)
         improve = [ratchet(), "improve", "calc", "--model", "openai:smol", "--base-url", url]
         improve += ["--weights", str(embedded_model_file()), "--out", str(tmp_path / "run")]
-        done = subprocess.run(improve + IMPROVE, capture_output=True, text=True, timeout=3600)
+        # One torch thread: threads that compete with other busy processes slow down many-fold.
+        quiet_torch = {**os.environ, "OMP_NUM_THREADS": "1"}
+        done = subprocess.run(
+            improve + IMPROVE, capture_output=True, text=True, timeout=3600, env=quiet_torch
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         summary = json.loads((tmp_path / "run" / "summary.json").read_text())
         [candidate] = summary["rounds"][0]["candidates"]
