@@ -69,7 +69,7 @@ def test_improve_learns_from_recorded_traffic_and_never_replays_it(tmp_path):
         rounds=1,
         train_tasks=4,
         train_k=1,
-        probe_tasks=4,
+        probe_tasks=8,
         test_tasks=4,
         experience=str(tmp_path / "traffic"),
         rollout=RolloutConfig(concurrency=4),
