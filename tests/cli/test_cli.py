@@ -190,3 +190,12 @@ def test_eval_where_every_model_call_fails_exits_non_zero_and_names_the_error(tm
         )
     )
     assert "127.0.0.1:9" in out or "every model call failed" in out
+
+
+def test_improve_prints_base_against_final_with_the_interval_method(tmp_path):
+    arguments = ["improve", "calc", "--model", "fake", "--levers", "exemplars", "--rounds", "1"]
+    arguments += ["--train-tasks", "4", "--train-k", "1", "--probe-tasks", "8"]
+    arguments += ["--test-tasks", "4", "--no-curve", "-q", "--out", str(tmp_path)]
+    result = runner.invoke(app, arguments)
+    assert result.exit_code == 0, result.output
+    assert "final pass@1 95% CI" in result.output and (tmp_path / "summary.json").exists()
