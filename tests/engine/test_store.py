@@ -372,3 +372,15 @@ def test_kill_and_resume_loses_no_finished_trajectory(tmp_path):
             store.add_trajectory(run_id, replace(untimed(oracle(by_id[task_id])), sample=sample))
         assert store.done_keys(run_id, "oracle") == planned | done
         assert len(store.trajectories(run_id=run_id)) == len(planned | done)
+
+
+def test_put_trajectory_replaces_the_stored_record_and_keeps_its_id(store, tasks):
+    run = store.start_run("serve", {})
+    first = store.put_trajectory(run, null(tasks[0]))
+    assert not store.trajectory(first).passed
+    passed = replace(null(tasks[0]), verdict=oracle(tasks[0]).verdict)
+    assert store.put_trajectory(run, passed) == first
+    assert store.trajectory(first).passed and store.count_trajectories(run) == 1
+    assert [t.passed for _, t in store.trajectories(run, passed=True)] == [True]
+    with pytest.raises(StoreError, match="no run"):
+        store.put_trajectory("missing", passed)

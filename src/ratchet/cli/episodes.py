@@ -14,6 +14,9 @@ from rich.table import Table
 from ratchet.cli.options import (
     EnvRef,
     Quiet,
+    RayAddress,
+    RayEpisodes,
+    RayWorkers,
     build_config,
     config_options,
     console,
@@ -22,6 +25,7 @@ from ratchet.cli.options import (
     load_env,
     load_model,
     parse_split,
+    ray_pool,
     with_options,
 )
 from ratchet.cli.report import write_report
@@ -30,6 +34,7 @@ from ratchet.core.env import Env
 from ratchet.core.records import to_dict
 from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
+from ratchet.engine.cluster import RayPool
 from ratchet.engine.export import to_dataset, write_jsonl
 from ratchet.engine.metrics import Metrics, summarize
 from ratchet.engine.models import Model, ModelError
@@ -87,10 +92,14 @@ class _Plan:
     model: Model | None
     tasks: list[Task]
     settings: dict[str, Any]
+    directory: Path | None = None
 
 
-def _plan(env: Env, options: dict[str, Any]) -> _Plan:
-    """Resolve the selection: load the agent, draw the tasks, build the backend, or exit."""
+def _plan(env: Env, options: dict[str, Any], remote: bool = False) -> _Plan:
+    """Resolve the selection: load the agent, draw the tasks, build the backend, or exit.
+
+    With ``remote`` (episodes on Ray workers) no backend is built here: the workers build theirs.
+    """
     pick = build_config(Selection, options)
     try:
         chosen, directory = load_agent(pick.agent, pick.model or "local")
@@ -102,12 +111,12 @@ def _plan(env: Env, options: dict[str, Any]) -> _Plan:
     if pick.model is not None:
         chosen = replace(chosen, model=pick.model)
     backend = None
-    if not chosen.scripted:
+    if not (chosen.scripted or remote):
         adapter = chosen.adapter_path(directory)
         backend = load_model(chosen.model, pick.base_url, adapter, pick.threads)
     settings = {"env": env.name, **to_dict(pick), "model": chosen.model}
     settings.pop("schema")
-    return _Plan(chosen, backend, tasks, settings)
+    return _Plan(chosen, backend, tasks, settings, directory)
 
 
 def _play(
@@ -118,17 +127,26 @@ def _play(
     run_id: str,
     skip: set[tuple[str, int]] | None,
     quiet: bool,
+    pool: RayPool | None = None,
 ) -> list[Trajectory]:
-    """Play the plan into the store's run; a dead backend marks the run failed and exits."""
+    """Play the plan into the store's run (here, or on Ray workers with ``pool``).
+
+    A dead backend marks the run failed and exits.
+    """
     config = build_config(RolloutConfig, options)
     k, seed = plan.settings["k"], plan.settings["seed"]
     with progress_bars(enabled=not quiet) as progress:
+        played: dict[str, Any] = {
+            "k": k, "seed": seed, "skip": skip, "progress": progress,
+            "on_trajectory": lambda t: store.add_trajectory(run_id, t),
+            "description": f"{env.name}",
+        }  # fmt: skip
         try:
-            return rollout(
-                env, plan.tasks, plan.agent, plan.model, config, k=k, seed=seed, skip=skip,
-                on_trajectory=lambda t: store.add_trajectory(run_id, t),
-                progress=progress, description=f"{env.name}",
-            )  # fmt: skip
+            if pool is not None:
+                return pool.rollout(
+                    env, plan.tasks, plan.agent, config, agent_dir=plan.directory, **played
+                )
+            return rollout(env, plan.tasks, plan.agent, plan.model, config, **played)
         except ModelError as exc:
             store.finish_run(run_id, "failed")
             fail(str(exc))
@@ -146,14 +164,21 @@ def evaluate(
     ),
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     quiet: Quiet = False,
+    ray: RayAddress = None,
+    ray_workers: RayWorkers = 2,
+    ray_episodes: RayEpisodes = 8,
 ) -> None:
     """Evaluate an agent: pass@1, pass@k, pass^k, mean score, CI, cost, per difficulty."""
     env = load_env(env_ref)
-    plan = _plan(env, options)
+    plan = _plan(env, options, remote=ray is not None)
     tick = time.perf_counter()
-    with Store(out) as store:
+    base_url, threads = plan.settings["base_url"], plan.settings["threads"]
+    with (
+        ray_pool(ray, env_ref, ray_workers, ray_episodes, base_url, threads) as pool,
+        Store(out) as store,
+    ):
         run_id = store.start_run("eval", plan.settings)
-        played = _play(env, plan, options, store, run_id, None, quiet or as_json)
+        played = _play(env, plan, options, store, run_id, None, quiet or as_json, pool)
         store.finish_run(run_id, "done")
     metrics = summarize(played, plan.settings["k"], wall_s=time.perf_counter() - tick)
     page = write_report(out)
@@ -205,15 +230,22 @@ def run(
     out: Annotated[Path, typer.Option(help="Store directory to collect into.")],
     resume: Annotated[bool, typer.Option(help="Continue the identical run in --out.")] = False,
     quiet: Quiet = False,
+    ray: RayAddress = None,
+    ray_workers: RayWorkers = 2,
+    ray_episodes: RayEpisodes = 8,
 ) -> None:
     """Collect trajectories into a store (resumable with --resume)."""
     env = load_env(env_ref)
-    plan = _plan(env, options)
+    plan = _plan(env, options, remote=ray is not None)
     settings = {**plan.settings, "rollout": to_dict(build_config(RolloutConfig, options))}
-    with Store(out) as store:
+    base_url, threads = plan.settings["base_url"], plan.settings["threads"]
+    with (
+        ray_pool(ray, env_ref, ray_workers, ray_episodes, base_url, threads) as pool,
+        Store(out) as store,
+    ):
         run_id = _run_id(store, settings, resume, out)
         skip = store.done_keys(run_id, plan.agent.version)
-        played = _play(env, plan, options, store, run_id, skip, quiet)
+        played = _play(env, plan, options, store, run_id, skip, quiet, pool)
         store.finish_run(run_id, "done")
         total = store.count_trajectories(run_id)
     console.print(f"run {run_id}: {len(played)} new episodes, {total} in total, stored in {out}")

@@ -12,6 +12,9 @@ from ratchet.cli.options import (
     BaseUrl,
     EnvRef,
     Quiet,
+    RayAddress,
+    RayEpisodes,
+    RayWorkers,
     Threads,
     build_config,
     config_options,
@@ -19,10 +22,11 @@ from ratchet.cli.options import (
     fail,
     load_env,
     load_model,
+    ray_pool,
     with_options,
 )
 from ratchet.cli.report import write_report
-from ratchet.engine.models import ModelError, cached_backends
+from ratchet.engine.models import ModelError, Trainer, cached_backends, make_trainer
 from ratchet.engine.rollout import progress_bars
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.loop import improve as run_improve
@@ -37,6 +41,9 @@ def improve(
     out: Annotated[Path, typer.Option(help="Run directory.")] = Path("runs/improve"),
     resume: Annotated[bool, typer.Option(help="Continue the run in --out.")] = False,
     quiet: Quiet = False,
+    ray: RayAddress = None,
+    ray_workers: RayWorkers = 2,
+    ray_episodes: RayEpisodes = 8,
 ) -> None:
     """Improve an agent: practise, learn with levers, keep only what beats the incumbent.
 
@@ -47,7 +54,10 @@ def improve(
     config = build_config(ImproveConfig, options, env=env_ref)
     backends = cached_backends(lambda spec, adapter: load_model(spec, base_url, adapter, threads))
     reflector = load_model(config.reflector, base_url, None, threads) if config.reflector else None
-    with progress_bars(enabled=not quiet) as progress:
+    with (
+        ray_pool(ray, env_ref, ray_workers, ray_episodes, base_url, threads) as pool,
+        progress_bars(enabled=not quiet) as progress,
+    ):
         try:
             summary = run_improve(
                 config,
@@ -58,6 +68,8 @@ def improve(
                 reflector=reflector,
                 progress=progress,
                 log=lambda line: console.print(line, highlight=False),
+                trainer=lambda: _trainer(config, base_url),
+                pool=pool,
             )
         except (ValueError, ModelError) as exc:
             fail(str(exc))
@@ -71,6 +83,14 @@ def improve(
         )
     console.print(f"summary: {out / 'summary.json'}")
     console.print(f"report: {write_report(out)}")
+
+
+def _trainer(config: ImproveConfig, base_url: str | None) -> Trainer | None:
+    """The weight levers' trainer, or ``None`` where the model's weights are out of reach."""
+    try:
+        return make_trainer(config.model, config.weights, base_url)
+    except ValueError:
+        return None
 
 
 def _print_comparison(summary: dict[str, Any]) -> None:

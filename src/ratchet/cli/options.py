@@ -8,13 +8,14 @@ the parsed values back into the dataclass. So the CLI never restates a default.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
 import sqlite3
 import types
 import typing
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -24,6 +25,7 @@ from rich.console import Console
 
 from ratchet.core.env import Env
 from ratchet.core.task import SPLITS, Split
+from ratchet.engine.cluster import RayConfig, RayPool
 from ratchet.engine.models import Model, ModelError, make_model
 from ratchet.engine.store import StoreError
 from ratchet.envs.registry import EnvLoadError, UnknownEnvError, load_env_reference
@@ -135,6 +137,8 @@ def config_options(
         if isinstance(default, tuple):
             default = ",".join(default)
         flag = (flags or {}).get(name, "--" + name.replace("_", "-"))
+        if kind is bool and name not in (flags or {}):  # a switch both ways, whatever its default
+            flag = f"{flag}/--no-{flag[2:]}"
         option = typer.Option(flag, help=help_text, show_default=True)
         parameters.append(
             inspect.Parameter(
@@ -254,3 +258,50 @@ Threads = Annotated[
     int | None, typer.Option(min=1, help="Torch CPU threads of a local model (default: all cores).")
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+RayAddress = Annotated[
+    str | None,
+    typer.Option(
+        "--ray",
+        metavar="ADDRESS",
+        help="Run episodes in Ray actors: local (start Ray here), auto (the cluster this "
+        "machine is in) or the cluster's address (HOST:PORT, ray://HOST:10001).",
+    ),
+]
+RayWorkers = Annotated[int, typer.Option(min=1, help="Ray env worker actors (with --ray).")]
+RayEpisodes = Annotated[
+    int, typer.Option(min=1, help="Episodes each Ray worker plays at once (with --ray).")
+]
+
+
+@contextlib.contextmanager
+def ray_pool(
+    address: str | None,
+    env_ref: str,
+    workers: int,
+    episodes: int,
+    base_url: str | None,
+    threads: int | None,
+) -> Iterator[RayPool | None]:
+    """Yield a pool of Ray env workers for ``--ray ADDRESS``, or ``None`` without it.
+
+    Exits with a message if Ray is not installed or the cluster cannot be joined.
+    """
+    if address is None:
+        yield None
+        return
+    options: dict[str, Any] = {"base_url": base_url} if base_url else {}
+    if threads is not None:
+        options["threads"] = threads
+    config = RayConfig(None if address == "local" else address, workers, episodes)
+    try:
+        pool = RayPool(env_ref, options, config)
+    except ImportError:
+        fail("--ray needs the ray extra: pip install ratchet[ray]")
+    try:
+        entered = pool.__enter__()
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        fail(f"cannot start or join the Ray cluster at {address}: {exc}")
+    try:
+        yield entered
+    finally:
+        pool.__exit__(None, None, None)

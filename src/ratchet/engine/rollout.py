@@ -117,7 +117,7 @@ def rollout(
     samples = range(first_sample, first_sample + k)
     jobs = [(t, s) for t in tasks for s in samples if (t.id, s) not in (skip or set())]
     batcher = _batcher(agent, model, config, len(jobs))
-    play = _player(env, agent, model, config, seed, batcher)
+    play = player(env, agent, model, config, seed, batcher)
     bar = progress.add_task(description, total=len(jobs)) if progress is not None else None
     done: dict[int, Trajectory] = {}
     released = 0
@@ -140,12 +140,21 @@ def rollout(
                 future.cancel()
             raise
     results = [done[i] for i in range(len(jobs))]
+    check_model_errors(results)
+    return results
+
+
+def check_model_errors(results: list[Trajectory]) -> None:
+    """Raise if every episode ended on a model error: the backend is not working at all.
+
+    Raises:
+        ModelError: Quoting the first episode's error.
+    """
     failed = [t for t in results if t.error is not None and t.error.startswith("model error")]
     if failed and len(failed) == len(results):
         raise ModelError(
             f"every model call failed ({len(failed)} episodes, stored); first: {failed[0].error}"
         )
-    return results
 
 
 def _batcher(
@@ -159,15 +168,27 @@ def _batcher(
     return batcher
 
 
-def _player(
+def player(
     env: Env,
     agent: Agent,
     model: Model | None,
     config: RolloutConfig,
     seed: int,
-    batcher: Batcher | None,
+    batcher: Batcher | None = None,
 ) -> Play:
-    """Return ``play(task, sample) -> Trajectory`` for ``agent``."""
+    """Return ``play(task, sample) -> Trajectory`` for ``agent``: one episode, as rollouts play it.
+
+    Args:
+        env: The env the tasks come from.
+        agent: The agent; ``oracle`` and ``null`` need no model.
+        model: The backend (``None`` for scripted agents).
+        config: Reply cap and budgets.
+        seed: Base sampling seed (each episode derives its own from it, its task and sample).
+        batcher: Gathers the calls of concurrent episodes into batches (for a local model).
+
+    Raises:
+        ValueError: If a model-driven agent is given no model.
+    """
     if agent.scripted:
         return lambda task, sample: _scripted(env, agent, task, sample)
     if model is None:
@@ -180,6 +201,7 @@ def _player(
 
         def policy(prompt: Prompt, turn: int) -> Completion:
             sampling = Sampling(agent.temperature, config.max_reply_tokens, episode_seed + turn)
+            prompt = replace(prompt, key=f"{task.id}:{sample}")
             if batcher is not None:
                 return batcher.complete(prompt, sampling)
             return model.complete([prompt], sampling)[0]

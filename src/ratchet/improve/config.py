@@ -40,6 +40,10 @@ class ImproveConfig:
         reflector: Model reference for levers that reflect on experience (default: the agent's).
         curve: Test every newly accepted version too, for the learning curve.
         train_steps: Optimiser steps of each weight-lever proposal.
+        weights: For a served model (openai:NAME), its Hugging Face weights: weight levers
+            train adapters from them and register them on the server (dynamic LoRA).
+        experience: A store whose verified training episodes join the experience: recorded
+            traffic with feedback (ratchet serve) and train episodes of this env.
         rollout: Concurrency, reply cap and per-episode budgets (``max_turns`` unset means
             the highest difficulty plus two).
         gate: The gate's error budget and regression budget.
@@ -62,6 +66,8 @@ class ImproveConfig:
     reflector: str | None = None
     curve: bool = True
     train_steps: int = 30
+    weights: str | None = None
+    experience: str | None = None
     rollout: RolloutConfig = field(default_factory=lambda: CPU_ROLLOUT)
     gate: GateConfig = field(default_factory=GateConfig)
 

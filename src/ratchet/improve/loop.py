@@ -19,15 +19,18 @@ from rich.progress import Progress
 
 from ratchet.core.env import Env
 from ratchet.core.task import Split, Task
+from ratchet.engine.cluster import RayPool
 from ratchet.engine.models import Backends, Model, Trainer, make_trainer
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.curriculum import CurriculumConfig, choose_tasks
+from ratchet.improve.experience import verified_experience
 from ratchet.improve.gate import decide_round, round_alpha, unreachable, winner
 from ratchet.improve.hindsight import relabel_all
 from ratchet.improve.levers import Lever, make_levers
 from ratchet.improve.practice import PROBE_SEED, TEST_SEED, Practice, draw
 from ratchet.improve.rundir import RunDir
 from ratchet.improve.summary import round_lines, round_record, summary
+from ratchet.serve.memory import is_served
 
 Log = Callable[[str], None]
 
@@ -43,6 +46,8 @@ def improve(
     progress: Progress | None = None,
     log: Log = print,
     levers: Sequence[Lever] | None = None,
+    trainer: Callable[[], Trainer | None] | None = None,
+    pool: RayPool | None = None,
 ) -> dict[str, Any]:
     """Run the self-improvement loop and return (and write) ``summary.json``'s content.
 
@@ -57,6 +62,9 @@ def improve(
         log: Where to report what happens, one line at a time.
         levers: Lever objects to use instead of the built-in ones ``config.levers`` names
             (their names must match ``config.levers``); how custom levers join the loop.
+        trainer: Makes the adapter trainer for weight levers (default: from ``config.model``
+            and ``config.weights``; a served model's server from ``OPENAI_BASE_URL``).
+        pool: Ray env workers that play the episodes (``None``: here, on threads).
 
     Raises:
         ValueError: If ``out`` holds another run and ``resume`` is false, or holds no run (or
@@ -67,7 +75,10 @@ def improve(
     levers = _levers(config, levers)
     _preflight(config, env, len(levers))
     with RunDir.open(out, config, resume=resume, log=log) as run:
-        practice = Practice(run, env, backends, reflector, lambda: _trainer(config), progress)
+        trainers = trainer or (lambda: _trainer(config))
+        practice = Practice(run, env, backends, reflector, trainers, progress, pool)
+        if config.experience is not None:
+            _import_experience(run, config.experience, env, log)
         test = practice.test_tasks()
         base = practice.test(run.agent("base"), test)
         log(f"base test pass@1 {base.pass_at_1:.3f} ({base.n} tasks)")
@@ -119,6 +130,11 @@ def _preflight(config: ImproveConfig, env: Env, candidates: int) -> None:
             raise ValueError(f"cannot draw {n} {split} tasks: {exc}") from None
 
 
+def _import_experience(run: RunDir, source: str, env: Env, log: Log) -> None:
+    load = partial(verified_experience, Path(source), env.name)
+    log(f"experience from {source}: {run.import_experience(source, load)} verified episodes")
+
+
 def _levers(config: ImproveConfig, levers: Sequence[Lever] | None) -> list[Lever]:
     if levers is None:
         return make_levers(config.levers, {"rft": {"steps": config.train_steps}})
@@ -131,11 +147,13 @@ def _curriculum(run: RunDir, env: Env, number: int) -> list[Task]:
     config = run.config
     curriculum = CurriculumConfig(max_difficulty=config.max_difficulty)
     seed = config.seed * 7919 + number
-    return choose_tasks(env, run.experience, config.train_tasks, seed, curriculum)
+    # Recorded conversations are experience but not tasks: the env has no world to replay them.
+    history = [t for t in run.experience if not is_served(t.task)]
+    return choose_tasks(env, history, config.train_tasks, seed, curriculum)
 
 
 def _trainer(config: ImproveConfig) -> Trainer | None:
     try:
-        return make_trainer(config.model)
+        return make_trainer(config.model, config.weights)
     except ValueError:
         return None

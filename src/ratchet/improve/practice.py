@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from rich.progress import Progress
 
@@ -18,6 +19,7 @@ from ratchet.core.agent import Agent
 from ratchet.core.env import Env
 from ratchet.core.task import Split, Task
 from ratchet.core.trajectory import Trajectory
+from ratchet.engine.cluster import RayPool
 from ratchet.engine.metrics import Metrics, summarize
 from ratchet.engine.models import Backends, Model, Trainer
 from ratchet.engine.rollout import rollout
@@ -51,6 +53,7 @@ class Practice:
         reflector: The reflector model for levers that need one.
         trainer: Makes the adapter trainer for the run's model (``None`` if untrainable).
         progress: Progress display, or ``None``.
+        pool: Ray env workers to play episodes on, or ``None`` to play them here.
     """
 
     run: RunDir
@@ -59,6 +62,7 @@ class Practice:
     reflector: Model | None = None
     trainer: Callable[[], Trainer | None] = lambda: None
     progress: Progress | None = None
+    pool: RayPool | None = None
 
     @property
     def config(self) -> ImproveConfig:
@@ -126,20 +130,23 @@ class Practice:
         """Roll ``agent`` out on ``tasks`` (resuming), store every episode, return them all."""
         done = self.run.done(agent.version)
         config = replace(self.config.rollout, budget=self.config.budget())
-        fresh = rollout(
-            self.env,
-            tasks,
-            agent,
-            None if agent.scripted else self.model(agent),
-            config,
-            k=k,
-            seed=seed,
-            first_sample=first,
-            skip=done,
-            on_trajectory=lambda t: self.run.record([t]),
-            progress=self.progress,
-            description=label,
-        )
+        options: dict[str, Any] = {
+            "k": k,
+            "seed": seed,
+            "first_sample": first,
+            "skip": done,
+            "on_trajectory": lambda t: self.run.record([t]),
+            "progress": self.progress,
+            "description": label,
+        }
+        if self.pool is not None:
+            directory = self.run.agent_dir(agent.version)
+            fresh = self.pool.rollout(
+                self.env, tasks, agent, config, agent_dir=directory, **options
+            )
+        else:
+            model = None if agent.scripted else self.model(agent)
+            fresh = rollout(self.env, tasks, agent, model, config, **options)
         wanted = {(t.id, s) for t in tasks for s in range(first, first + k)}
         if not done & wanted:
             return fresh

@@ -60,12 +60,13 @@ class RunDir:
         self.config = config
         self.store = store
         self.run_id = run_id
-        self.experience: list[Trajectory] = [
-            t for _, t in store.trajectories(run_id, split="train")
-        ]
         self._state: dict[str, Any] = {}
         if (root / STATE_FILE).exists():
             self._state = json.loads((root / STATE_FILE).read_text())
+        imported = self._state.get("imported")
+        self.experience: list[Trajectory] = [
+            t for _, t in store.trajectories(imported, split="train") if imported is not None
+        ] + [t for _, t in store.trajectories(run_id, split="train")]
         self._state.setdefault("incumbent", "base")
         self._state.setdefault("rounds", [])
         self._state.setdefault("round_tasks", {})
@@ -207,6 +208,23 @@ class RunDir:
             if trajectory.error is not None and trajectory.error.startswith("model error"):
                 errors["count"] += 1
                 errors["first"] = errors["first"] or trajectory.error
+
+    def import_experience(self, source: str, load: Callable[[], list[Trajectory]]) -> int:
+        """Add the verified episodes ``load`` returns to the experience, once per run.
+
+        They are kept in the run's store as a run of kind ``experience`` (so a resumed run
+        has them without reading ``source`` again); returns how many there are.
+        """
+        if "imported" in self._state:
+            return self.store.count_trajectories(self._state["imported"])
+        found = load()
+        imported = self.store.start_run("experience", {"source": source, "episodes": len(found)})
+        self.store.add_trajectories(imported, found)
+        self.store.finish_run(imported, "done")
+        self._state["imported"] = imported
+        self._save()
+        self.experience[:0] = found
+        return len(found)
 
     def episodes(self, agent: str, tasks: Sequence[Task], samples: range) -> list[Trajectory]:
         """The stored episodes of ``agent`` on ``tasks`` with sample numbers in ``samples``."""

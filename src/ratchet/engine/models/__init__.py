@@ -7,6 +7,7 @@ offer tools. Backends whose weights Ratchet can train also offer a
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -63,9 +64,7 @@ def make_model(spec: str, **options: Any) -> Model:
     if kind == "openai":
         if not target:
             raise ValueError("openai models need a name: --model openai:NAME")
-        from ratchet.engine.models.openai import OpenAIModel
-
-        return OpenAIModel(target, **options)
+        return _served(target, **options)
     if kind == "fake":
         from ratchet.engine.models.fake import FakeModel
 
@@ -73,19 +72,54 @@ def make_model(spec: str, **options: Any) -> Model:
     raise ValueError(f"unknown model {spec!r}; use local, local:PATH, openai:NAME or fake")
 
 
-def make_trainer(spec: str) -> Trainer:
+def _served(
+    name: str, base_url: str | None = None, adapter: str | None = None, **options: Any
+) -> Model:
+    """An ``openai`` model: on one server, or routed over several (comma-separated URLs).
+
+    With ``adapter``, the adapter is first registered on every server (dynamic LoRA) and the
+    model served under the adapter's name is used.
+    """
+    from ratchet.engine.models.openai import OpenAIModel
+
+    urls = [url.strip() for url in (base_url or "").split(",") if url.strip()]
+    if adapter is not None:
+        from ratchet.engine.models.served import register_adapter
+
+        if not urls:
+            raise ValueError("an adapter for an openai model needs the server: --base-url URL")
+        name = register_adapter(urls, Path(adapter), options.get("api_key_env", "OPENAI_API_KEY"))
+    if len(urls) <= 1:
+        return OpenAIModel(name, base_url=urls[0] if urls else None, **options)
+    from ratchet.engine.models.routed import RoutedModel
+
+    return RoutedModel([OpenAIModel(name, base_url=url, **options) for url in urls])
+
+
+def make_trainer(spec: str, weights: str | None = None, base_url: str | None = None) -> Trainer:
     """Return the adapter trainer for a model reference.
 
     Args:
-        spec: ``local`` or ``local:PATH``.
+        spec: ``local``, ``local:PATH``, or ``openai:NAME`` with ``weights``.
+        weights: For a served model, its Hugging Face weights (adapters are trained from them
+            here and registered on the server).
+        base_url: For a served model, its server (the first, if several).
 
     Raises:
-        ValueError: If the model's weights cannot be trained here (a served model).
+        ValueError: If the model's weights cannot be trained here.
     """
     kind, _, target = spec.partition(":")
+    if kind == "openai" and weights is not None:
+        from ratchet.engine.models.served import ServedTrainer
+
+        server = (base_url or os.environ.get("OPENAI_BASE_URL") or "").split(",")[0].strip()
+        if not server:
+            raise ValueError("training adapters for a served model needs its --base-url")
+        return ServedTrainer(target, weights, server)
     if kind != "local":
         raise ValueError(
-            f"weight levers train local models; {spec!r} is served elsewhere (use --model local)"
+            f"weight levers train local models, or served ones given their weights; for "
+            f"{spec!r} pass --weights PATH (its Hugging Face weights) or use --model local"
         )
     from ratchet.engine.models.training import LocalTrainer
 

@@ -25,10 +25,13 @@ class Prompt:
     Attributes:
         messages: OpenAI chat-format messages (system, user, assistant, tool).
         tools: OpenAI-format tool schemas on offer; the reply should call one of them.
+        key: The conversation this prompt continues (e.g. an episode), if known: a backend
+            with several servers keeps a conversation on one, where its prefix is cached.
     """
 
     messages: tuple[dict[str, Any], ...]
     tools: tuple[dict[str, Any], ...] = ()
+    key: str | None = None
 
 
 def estimate_tokens(prompt: Prompt) -> int:

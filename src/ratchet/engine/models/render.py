@@ -11,7 +11,7 @@ Rendering is deterministic: the same prompt always gives the same text.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ratchet.core.tool import ToolCall
@@ -27,9 +27,13 @@ class ChatTokenizer(Protocol):
 
     eos_token: Any
 
-    def apply_chat_template(self, conversation: list[dict[str, str]], **kwargs: Any) -> Any:
+    def apply_chat_template(self, conversation: list[dict[str, Any]], **kwargs: Any) -> Any:
         """Render messages with the model's chat template."""
         ...
+
+
+Render = Callable[[ChatTokenizer, Prompt, bool], str]
+"""``render(tokenizer, prompt, add_generation_prompt) -> text``: how a model is prompted."""
 
 
 def format_call(call: ToolCall) -> str:
@@ -126,6 +130,36 @@ def render_prompt(
         to_chat(prompt), tokenize=False, add_generation_prompt=add_generation_prompt
     )
     return str(text)
+
+
+def render_native(
+    tokenizer: ChatTokenizer, prompt: Prompt, add_generation_prompt: bool = True
+) -> str:
+    """Render ``prompt`` with the model's own chat template and native tools, as vLLM does.
+
+    For training adapters of models served elsewhere: tool calls keep their structure (with
+    their arguments as objects, which templates expect) and the tools go to the template.
+    """
+    messages = [_native(message) for message in prompt.messages]
+    text = tokenizer.apply_chat_template(
+        messages,
+        tools=list(prompt.tools) or None,
+        tokenize=False,
+        add_generation_prompt=add_generation_prompt,
+    )
+    return str(text)
+
+
+def _native(message: dict[str, Any]) -> dict[str, Any]:
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    native = []
+    for entry in calls:
+        call = _call_from_openai(entry)
+        function = {"name": call.name, "arguments": call.arguments}
+        native.append({"id": call.id, "type": "function", "function": function})
+    return {**message, "tool_calls": native}
 
 
 def _text(content: Any) -> str:

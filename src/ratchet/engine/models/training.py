@@ -24,7 +24,7 @@ from rich.progress import Progress
 
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.models.base import LoraSettings, Prompt, TrainResult
-from ratchet.engine.models.render import render_prompt
+from ratchet.engine.models.render import Render, render_prompt
 
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
@@ -33,14 +33,18 @@ class LocalTrainer:
     """Trains adapters for a ``local`` model (the embedded one, or one at ``path``).
 
     The weights are loaded afresh for each training run and released after it, so training
-    never disturbs a model that is serving episodes.
+    never disturbs a model that is serving episodes. Training runs on a GPU when torch sees
+    one, else on the CPU.
 
     Args:
         path: A Hugging Face model directory or GGUF file; ``None`` for the embedded model.
+        render: How the model is prompted where the adapter will be used (default: as the
+            ``local`` backend prompts it).
     """
 
-    def __init__(self, path: str | None = None) -> None:
+    def __init__(self, path: str | None = None, render: Render = render_prompt) -> None:
         self.path = path
+        self.render = render
 
     def sft(
         self,
@@ -50,14 +54,20 @@ class LocalTrainer:
         progress: Progress | None = None,
     ) -> TrainResult | None:
         """Fine-tune an adapter on the good assistant turns of ``episodes``; save it to ``out``."""
+        import torch
+
         from ratchet.engine.models.local import load
 
         model, tokenizer = load(self.path)
         examples = [
-            e for e in (to_example(tokenizer, t, settings.max_tokens) for t in episodes) if e
+            e
+            for e in (to_example(tokenizer, t, settings.max_tokens, self.render) for t in episodes)
+            if e
         ]
         if not examples:
             return None
+        if torch.cuda.is_available():
+            model = model.to("cuda")
         losses = train_lora(model, tokenizer, examples, out, settings, progress)
         return TrainResult(len(examples), tuple(losses))
 
@@ -77,8 +87,10 @@ class Example:
     pattern: str = ""
 
 
-def to_example(tokenizer: Any, trajectory: Trajectory, max_tokens: int = 1024) -> Example | None:
-    """Tokenise an episode as the local backend would see it, masking all but good actions.
+def to_example(
+    tokenizer: Any, trajectory: Trajectory, max_tokens: int = 1024, render: Render = render_prompt
+) -> Example | None:
+    """Tokenise an episode as ``render`` prompts the model, masking all but good actions.
 
     Returns ``None`` if no assistant turn is left to learn from or the sequence is too long.
     """
@@ -92,10 +104,8 @@ def to_example(tokenizer: Any, trajectory: Trajectory, max_tokens: int = 1024) -
             continue
         step = trajectory.steps[assistant_turn] if assistant_turn < len(trajectory.steps) else None
         assistant_turn += 1
-        prefix = render_prompt(tokenizer, Prompt(tuple(messages[:index]), trajectory.tools))
-        full = render_prompt(
-            tokenizer, Prompt(tuple(messages[: index + 1]), trajectory.tools), False
-        )
+        prefix = render(tokenizer, Prompt(tuple(messages[:index]), trajectory.tools), True)
+        full = render(tokenizer, Prompt(tuple(messages[: index + 1]), trajectory.tools), False)
         if not prefix.startswith(rendered) or not full.startswith(prefix):
             return None  # a chat template that re-renders history cannot be trained this way
         context = tokenizer(prefix[len(rendered) :], add_special_tokens=False)["input_ids"]
@@ -152,7 +162,7 @@ def train_lora(
     bar = progress.add_task("training", total=settings.steps) if progress else None
     for _ in range(settings.steps):
         batch = rng.choices(examples, weights=weights, k=settings.batch_size)
-        inputs = _collate(batch, int(tokenizer.pad_token_id or 0))
+        inputs = _collate(batch, int(tokenizer.pad_token_id or 0), trainable.device)
         loss = trainable(**inputs).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(parameters, 1.0)
@@ -166,7 +176,7 @@ def train_lora(
     return losses
 
 
-def _collate(batch: Sequence[Example], pad_id: int) -> dict[str, Any]:
+def _collate(batch: Sequence[Example], pad_id: int, device: Any = "cpu") -> dict[str, Any]:
     """Right-pad a batch; labels are the ids where the mask is 1 and -100 elsewhere."""
     import torch
 
@@ -184,7 +194,7 @@ def _collate(batch: Sequence[Example], pad_id: int) -> dict[str, Any]:
         )
         attention.append([1] * len(example.input_ids) + [0] * padding)
     return {
-        "input_ids": torch.tensor(ids),
-        "labels": torch.tensor(labels),
-        "attention_mask": torch.tensor(attention),
+        "input_ids": torch.tensor(ids, device=device),
+        "labels": torch.tensor(labels, device=device),
+        "attention_mask": torch.tensor(attention, device=device),
     }

@@ -116,14 +116,26 @@ DECISION_SELECT = (
 )
 
 
+# What a replacing insert rewrites of a stored trajectory: everything but its key and creation.
+_REPLACE = (
+    "DO UPDATE SET model = excluded.model, passed = excluded.passed, score = excluded.score,"
+    " prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens,"
+    " seconds = excluded.seconds, error = excluded.error, json = excluded.json"
+)
+
+
 def insert_trajectory(
     db: sqlite3.Connection,
     run_id: str,
     trajectory: Trajectory,
     trajectory_json: str,
     task_json: str,
+    replace: bool = False,
 ) -> int:
-    """Insert one trajectory (and its task, once) and return its id; an existing one wins."""
+    """Insert one trajectory (and its task, once) and return its id.
+
+    An existing one under the same key wins, unless ``replace`` rewrites it in place.
+    """
     task = trajectory.task
     db.execute(
         "INSERT OR IGNORE INTO tasks (id, env, split, family, difficulty, json)"
@@ -134,7 +146,7 @@ def insert_trajectory(
         "INSERT INTO trajectories (run_id, task_id, agent, model, sample, passed, score,"
         " prompt_tokens, completion_tokens, seconds, error, json, created)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT (run_id, task_id, agent, sample) DO NOTHING",
+        " ON CONFLICT (run_id, task_id, agent, sample) " + (_REPLACE if replace else "DO NOTHING"),
         (
             run_id,
             task.id,
@@ -151,7 +163,7 @@ def insert_trajectory(
             time.time(),
         ),
     )
-    if cursor.rowcount:
+    if cursor.rowcount and not replace:
         return row_id(cursor)
     row = db.execute(
         "SELECT id FROM trajectories WHERE run_id = ? AND task_id = ? AND agent = ? AND sample = ?",

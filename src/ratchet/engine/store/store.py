@@ -201,6 +201,22 @@ class Store:
                 ids.append(insert_trajectory(db, run_id, trajectory, trajectory_json, task_json))
         return ids
 
+    def put_trajectory(self, run_id: str, trajectory: Trajectory) -> int:
+        """Store ``trajectory``, replacing the one stored under the same key; return its id.
+
+        For records that grow after they are first written (a served conversation gains turns
+        and later a verdict); rollouts use the idempotent :meth:`add_trajectory` instead.
+
+        Raises:
+            StoreError: If the run does not exist.
+        """
+        with self._write() as db:
+            if not db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
+                raise StoreError(f"no run {run_id!r} in {self.root}; start_run it first")
+            return insert_trajectory(
+                db, run_id, trajectory, to_json(trajectory), to_json(trajectory.task), True
+            )
+
     def trajectory(self, trajectory_id: int) -> Trajectory:
         """Return one trajectory by id.
 

@@ -42,7 +42,10 @@ class RftLever:
             ValueError: If the incumbent's weights cannot be trained (no trainer).
         """
         if context.trainer is None:
-            raise ValueError(f"the rft lever cannot train {context.incumbent.model!r}")
+            raise ValueError(
+                f"the rft lever cannot train {context.incumbent.model!r}: use --model local, "
+                "or for a served model pass --weights PATH (its Hugging Face weights)"
+            )
         successes = [t for t in context.experience if t.passed and t.task.env == context.env.name][
             -self.max_examples :
         ]
