@@ -101,3 +101,32 @@ def test_exemplars_are_retrieved_into_the_prompt():
     trajectories = rollout(env, TASKS[:2], agent, FakeModel(reply=reply))
     assert all(p.messages[1]["content"] == "Compute 1 + 2." for p in seen_prompts)
     assert trajectories[0].metadata["exemplars"] == ["Compute 1 + 2."]
+
+
+def test_each_episode_can_sample_at_its_own_temperature_in_one_batch():
+    seen = []
+
+    def reply(prompt, rng):
+        seen.append(prompt.temperature)
+        return oracle_reply(prompt, rng)
+
+    model = BatchedFake(reply=reply)
+    temperatures = {
+        (t.id, s): 0.3 + 0.1 * i + 0.05 * s for i, t in enumerate(TASKS[:4]) for s in (0, 1)
+    }
+    result = rollout(
+        env,
+        TASKS[:4],
+        Agent(model="fake"),
+        model,
+        RolloutConfig(concurrency=4),
+        k=2,
+        temperature=lambda task, sample: temperatures[(task.id, sample)],
+    )
+    assert [t.metadata["temperature"] for t in result] == [
+        temperatures[(t.task.id, t.sample)] for t in result
+    ]
+    assert set(seen) == set(temperatures.values())
+    assert max(model.batches) == 4  # mixed temperatures still share a batch
+    plain = rollout(env, TASKS[:1], Agent(model="fake"), BatchedFake(reply=oracle_reply))
+    assert "temperature" not in plain[0].metadata
