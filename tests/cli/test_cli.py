@@ -93,3 +93,15 @@ def test_run_show_export_and_resume(tmp_path):
     out = tmp_path / "out.jsonl"
     exported = runner.invoke(app, ["export", str(store), "--out", str(out)])
     assert exported.exit_code == 0 and len(out.read_text().splitlines()) == 4
+
+
+def test_improve_offers_the_learning_levers_and_refuses_a_bad_demos_source(tmp_path):
+    help_text = runner.invoke(app, ["improve", "--help"]).output
+    for word in ("pairs", "grpo", "demos", "--beta", "--demos"):
+        assert word in help_text
+    missing = str(tmp_path / "none.jsonl")
+    bad = runner.invoke(app, ["improve", "calc", "--levers", "demos", "--demos", missing])
+    assert bad.exit_code == 2 and "neither oracle, teacher nor a JSONL file" in bad.output
+    assert "Traceback" not in bad.output
+    teacher = runner.invoke(app, ["improve", "calc", "--levers", "demos", "--demos", "teacher"])
+    assert teacher.exit_code == 2 and "--reflector" in teacher.output

@@ -43,6 +43,7 @@ def improve(
     progress: Progress | None = None,
     log: Log = print,
     levers: Sequence[Lever] | None = None,
+    trainer: Trainer | None = None,
 ) -> dict[str, Any]:
     """Run the self-improvement loop and return (and write) ``summary.json``'s content.
 
@@ -57,6 +58,8 @@ def improve(
         log: Where to report what happens, one line at a time.
         levers: Lever objects to use instead of the built-in ones ``config.levers`` names
             (their names must match ``config.levers``); how custom levers join the loop.
+        trainer: Trains adapters for the weight levers (default: the trainer of
+            ``config.model``, if its weights can be trained here).
 
     Raises:
         ValueError: If ``out`` holds another run and ``resume`` is false, or holds no run (or
@@ -64,7 +67,8 @@ def improve(
     """
     levers = _levers(config, levers)
     with RunDir.open(out, config, resume=resume, log=log) as run:
-        practice = Practice(run, env, backends, reflector, lambda: _trainer(config), progress)
+        trainers = (lambda: trainer) if trainer is not None else (lambda: _trainer(config))
+        practice = Practice(run, env, backends, reflector, trainers, progress)
         test = practice.test_tasks()
         base = practice.test(run.agent("base"), test)
         log(f"base test pass@1 {base.pass_at_1:.3f} ({base.n} tasks)")
@@ -72,7 +76,7 @@ def improve(
             incumbent = run.incumbent()
             log(f"round {number}: incumbent {incumbent.version}")
             # Practise: explore the curriculum's tasks, then relabel what the failures achieved.
-            tasks = run.round_tasks(number, partial(_curriculum, run, env, number))
+            tasks, chosen = run.round_tasks(number, partial(_curriculum, run, env, number))
             explored = practice.explore(incumbent, tasks, number)
             learned = relabel_all(env, explored, incumbent, config.max_difficulty)
             run.record(learned.successes)
@@ -93,6 +97,7 @@ def improve(
             if best is not None and config.curve:
                 practice.test(run.agent(best.candidate), test)
             record = round_record(number, incumbent, explored, learned, baseline, decisions, best)
+            record["curriculum"] = chosen
             log(round_lines(run.end_round(record)))
         final = run.incumbent()
         if final.version not in run.tests:
@@ -102,17 +107,19 @@ def improve(
 
 def _levers(config: ImproveConfig, levers: Sequence[Lever] | None) -> list[Lever]:
     if levers is None:
-        return make_levers(config.levers, {"rft": {"steps": config.train_steps}})
+        return make_levers(config.levers, config.lever_options())
     if tuple(lever.name for lever in levers) != config.levers:
         raise ValueError(f"config.levers {config.levers} does not name the levers given")
     return list(levers)
 
 
-def _curriculum(run: RunDir, env: Env, number: int) -> list[Task]:
+def _curriculum(run: RunDir, env: Env, number: int) -> tuple[list[Task], dict[str, Any]]:
     config = run.config
     curriculum = CurriculumConfig(max_difficulty=config.max_difficulty)
     seed = config.seed * 7919 + number
-    return choose_tasks(env, run.experience, config.train_tasks, seed, curriculum)
+    probe = run.probe_episodes(run.incumbent().version)
+    choice = choose_tasks(env, run.experience, config.train_tasks, seed, curriculum, probe)
+    return choice.tasks, choice.note
 
 
 def _trainer(config: ImproveConfig) -> Trainer | None:
