@@ -253,6 +253,13 @@ def test_a_candidate_keeps_the_incumbents_adapter_by_a_relative_path(tmp_path):
     assert seen["v3"].resolve() == (tmp_path / "agents" / "v3" / "adapter").resolve()
 
 
+def test_a_probe_too_small_to_ever_accept_is_refused_up_front(tmp_path):
+    tiny = replace(CONFIG, probe_tasks=3)
+    with pytest.raises(ValueError, match=r"3 probe tasks the gate can never accept.*at least 6"):
+        improve(tiny, env, tmp_path, lambda a, d: learning_model(), log=quiet)
+    assert not (tmp_path / "ratchet.db").exists()
+
+
 LEARNING = replace(
     CONFIG, rounds=1, train_tasks=12, probe_tasks=30, test_tasks=24, max_difficulty=1
 )

@@ -104,5 +104,6 @@ def summary(run: RunDir, env: Env) -> dict[str, Any]:
         "seconds": run.seconds,
         "tokens": run.tokens,
         "rollouts": run.episode_count(),
+        "model_errors": run.model_errors,
         "config": to_dict(run.config),
     }

@@ -35,7 +35,7 @@ def tiny(lever):
         rounds=1,
         train_tasks=4,
         train_k=2,
-        probe_tasks=4,
+        probe_tasks=6,
         test_tasks=4,
         max_difficulty=1,
         train_steps=2,
