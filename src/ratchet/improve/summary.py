@@ -60,6 +60,13 @@ def round_lines(record: dict[str, Any]) -> str:
         f"{record['relabelled']} relabelled in hindsight "
         f"({record['relabels_held_out']} held out: probe or test problems)"
     ]
+    temperatures = ", ".join(
+        f"{t} ({passed}/{n})" for t, (passed, n) in record.get("explore_temperatures", {}).items()
+    )
+    if temperatures:
+        opened = record.get("curriculum", {}).get("open_to")
+        levels = f"; levels 1-{opened} open" if opened else ""
+        lines.append(f"  explored at temperature {temperatures}{levels}")
     for candidate in record["candidates"]:
         if candidate["version"] is None:
             lines.append(f"  {candidate['lever']}: nothing to propose")

@@ -40,8 +40,9 @@ def privileged_note(data: ImproveRun) -> str:
         kind = "privileged" if step.version in marks else "self-improvement"
         gains[kind] += step.test_after - step.test_before
     split = (
-        f" Test pass@1 gained by self-improvement steps: {gains['self-improvement'] * 100:+.0f}"
-        f" points; by privileged steps: {gains['privileged'] * 100:+.0f} points."
+        f" Test pass@1 gained by the privileged steps: {gains['privileged'] * 100:+.0f} points;"
+        f" by the other steps: {gains['self-improvement'] * 100:+.0f} points (a step after a"
+        " privileged one learned from that agent's experience, so it builds on it)."
         if measured
         else " Not every step was tested, so the gain cannot be split (run with --curve)."
     )
