@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import random
 import re
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from ratchet.engine.models.base import Prompt
+from ratchet.engine.models.base import Prompt, TrainResult
 from ratchet.engine.models.fake import FakeModel
 
 _STORY = {
@@ -64,3 +66,76 @@ def exploring_model(seed: int = 0) -> FakeModel:
         return json.dumps({"name": "add", "arguments": {"a": start, "b": rng.randint(1, 9)}})
 
     return FakeModel(reply=reply, seed=seed)
+
+
+def skilled_model(skill: float, seed: int = 0) -> FakeModel:
+    """A calc agent that answers right with probability ``skill`` (at once, with ``finish``)."""
+
+    def reply(prompt: Prompt, rng: random.Random) -> str:
+        task = [m["content"] for m in prompt.messages if m["role"] == "user"][-1]
+        answer = solve_calc(task) if rng.random() < skill else -12345
+        return json.dumps({"name": "finish", "arguments": {"answer": str(answer)}})
+
+    return FakeModel(reply=reply, seed=seed)
+
+
+SKILL_FILE = "skill.json"
+
+
+def skill_of(adapter) -> float | None:
+    """The skill a :class:`FakeTrainer` wrote into an adapter directory (``None``: no adapter)."""
+    if adapter is None or not (Path(adapter) / SKILL_FILE).is_file():
+        return None
+    return json.loads((Path(adapter) / SKILL_FILE).read_text())["skill"]
+
+
+@dataclass
+class FakeTrainer:
+    """A trainer that records what it was given and writes an 'adapter' holding a skill level:
+    the start's skill (or ``base``) plus ``gain``, capped; :func:`skill_backends` plays it."""
+
+    base: float = 0.2
+    gain: float = 0.5
+    calls: list = field(default_factory=list)
+
+    def _train(self, method, data, out, settings, start):
+        self.calls.append(
+            {"method": method, "data": list(data), "start": start, "settings": settings}
+        )
+        if not data:
+            return None
+        before = skill_of(start) if start is not None else None
+        skill = min(0.95, (self.base if before is None else before) + self.gain)
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / SKILL_FILE).write_text(json.dumps({"skill": skill, "method": method}))
+        return TrainResult(len(data), (0.7, 0.5))
+
+    def sft(self, episodes, out, settings, progress=None):
+        return self._train("sft", [e for e in episodes if e.passed], out, settings, None)
+
+    def dpo(self, pairs, out, settings, start=None, progress=None):
+        return self._train("dpo", pairs, out, settings, start)
+
+    def grpo(self, episodes, out, settings, start=None, progress=None):
+        return self._train("grpo", episodes, out, settings, start)
+
+
+def skill_backends(base: float = 0.2):
+    """Backends whose calc skill is the base's, or the one a :class:`FakeTrainer` adapter holds."""
+
+    def backend(agent, directory):
+        skill = skill_of(agent.adapter_path(directory))
+        return skilled_model(base if skill is None else skill)
+
+    return backend
+
+
+def lever_context(experience, workdir, **fields):
+    """A calc :class:`LeverContext` for lever tests: version v1, no models, ``fields`` set."""
+    from ratchet.core.agent import Agent
+    from ratchet.envs.calc import env
+    from ratchet.improve.levers import LeverContext
+
+    defaults = {"incumbent": Agent(model="local"), "model": None, "reflector": None}
+    values = {**defaults, "trainer": None, **fields}
+    return LeverContext(env=env, experience=experience, workdir=workdir, version="v1", **values)

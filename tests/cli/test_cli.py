@@ -298,3 +298,25 @@ def test_improve_prints_base_against_final_with_the_interval_method(tmp_path):
     result = runner.invoke(app, arguments)
     assert result.exit_code == 0, result.output
     assert "final pass@1 95% CI" in result.output and (tmp_path / "summary.json").exists()
+
+
+def test_improve_offers_the_learning_levers_and_refuses_a_bad_demos_source(tmp_path):
+    help_text = runner.invoke(app, ["improve", "--help"]).output
+    for word in ("pairs", "grpo", "demos", "--beta", "--demos"):
+        assert word in help_text
+    missing = str(tmp_path / "none.jsonl")
+    bad = runner.invoke(app, ["improve", "calc", "--levers", "demos", "--demos", missing])
+    assert bad.exit_code == 2 and "neither oracle, teacher nor a JSONL file" in bad.output
+    assert "Traceback" not in bad.output
+    teacher = runner.invoke(app, ["improve", "calc", "--levers", "demos", "--demos", "teacher"])
+    assert teacher.exit_code == 2 and "--reflector" in teacher.output
+
+
+def test_improve_runs_to_the_end_and_prints_the_comparison(tmp_path):
+    args = ["improve", "calc", "--model", "fake", "--levers", "exemplars", "--rounds", "1"]
+    args += ["--train-tasks", "4", "--probe-tasks", "8", "--test-tasks", "4"]
+    args += ["--out", str(tmp_path)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "final pass@1 95% CI" in result.output and "wilson" in result.output
+    assert (tmp_path / "summary.json").exists()

@@ -155,3 +155,32 @@ def test_a_loaded_machine_slows_episodes_down_instead_of_truncating_them():
     result = rollout(env, tasks, Agent(model="fake"), model, config)
     assert max(model.batches) == 2 and len(model.batches) >= 16  # queued behind each other
     assert all(len(t.steps) == 4 and t.seconds < 0.4 for t in result)
+
+
+def test_each_episode_can_sample_at_its_own_temperature_in_one_batch():
+    seen = []
+
+    def reply(prompt, rng):
+        seen.append(prompt.temperature)
+        return oracle_reply(prompt, rng)
+
+    model = BatchedFake(reply=reply)
+    temperatures = {
+        (t.id, s): 0.3 + 0.1 * i + 0.05 * s for i, t in enumerate(TASKS[:4]) for s in (0, 1)
+    }
+    result = rollout(
+        env,
+        TASKS[:4],
+        Agent(model="fake"),
+        model,
+        RolloutConfig(concurrency=4),
+        k=2,
+        temperature=lambda task, sample: temperatures[(task.id, sample)],
+    )
+    assert [t.metadata["temperature"] for t in result] == [
+        temperatures[(t.task.id, t.sample)] for t in result
+    ]
+    assert set(seen) == set(temperatures.values())
+    assert max(model.batches) == 4  # mixed temperatures still share a batch
+    plain = rollout(env, TASKS[:1], Agent(model="fake"), BatchedFake(reply=oracle_reply))
+    assert "temperature" not in plain[0].metadata

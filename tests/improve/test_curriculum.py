@@ -3,44 +3,88 @@ from dataclasses import replace
 from ratchet.core.verdict import Verdict
 from ratchet.engine.harness import replay
 from ratchet.envs.calc import env
-from ratchet.improve.curriculum import CurriculumConfig, choose_tasks, level_weights
+from ratchet.improve.curriculum import CurriculumConfig, choose_tasks, open_levels, probe_rates
 
 TEMPLATE = replay(env, env.tasks("train", 1)[0], [])
 
 
-def history(rates_by_level, n=10):
-    """Synthetic training episodes: at each level, the given share of n episodes passed."""
-    episodes = []
+def episodes(rates_by_level, n=10, split="train", family=None):
+    """Synthetic episodes: at each level, the given share of n episodes passed."""
+    made = []
     for level, rate in rates_by_level.items():
-        for index, task in enumerate(env.tasks("train", n, seed=level, difficulty=level)):
+        for index, task in enumerate(env.tasks(split, n, seed=level, difficulty=level)):
+            task = task if family is None else replace(task, family=family)
             passed = index < round(rate * n)
-            episodes.append(replace(TEMPLATE, task=task, verdict=Verdict.of(passed)))
-    return episodes
+            made.append(replace(TEMPLATE, task=task, verdict=Verdict.of(passed)))
+    return made
 
 
-def test_frontier_levels_weigh_most():
-    weights = level_weights(history({1: 1.0, 2: 0.5, 3: 0.0}), top=5, config=CurriculumConfig())
-    assert weights[2] == 1.0
-    assert weights[1] == weights[3] == 0.15
-    assert 4 not in weights  # level 3 is not solved half the time, so 4 stays closed
+def test_a_level_opens_when_the_incumbent_masters_the_one_below_on_the_probe():
+    config = CurriculumConfig()
+    assert open_levels({}, top=5, config=config) == 1
+    assert open_levels({1: 0.6}, top=5, config=config) == 1
+    assert open_levels({1: 0.8}, top=5, config=config) == 2
+    assert open_levels({1: 0.8, 2: 0.9, 3: 0.1}, top=5, config=config) == 3
+    assert open_levels({1: 0.8, 2: 0.9}, top=2, config=config) == 2
+    assert open_levels({2: 1.0}, top=5, config=config) == 1  # mastery must start at the bottom
+    assert probe_rates(episodes({1: 0.8, 2: 0.2}, split="probe")) == {1: 0.8, 2: 0.2}
 
 
-def test_the_next_level_opens_once_the_top_one_is_mostly_solved():
-    config = CurriculumConfig(start_difficulty=2)
-    assert set(level_weights([], top=5, config=config)) == {1, 2}
-    assert set(level_weights(history({1: 1.0, 2: 0.6}), top=5, config=config)) == {1, 2, 3}
-    capped = CurriculumConfig(start_difficulty=2, max_difficulty=2)
-    tasks = choose_tasks(env, history({1: 1.0, 2: 0.9}), 20, seed=0, config=capped)
-    assert {t.difficulty for t in tasks} <= {1, 2}
+def test_training_success_alone_never_opens_a_level():
+    history = episodes({1: 1.0})
+    choice = choose_tasks(env, history, 12, seed=0)
+    assert {t.difficulty for t in choice.tasks} == {1}
+    assert choice.note["open_to"] == 1
+    mastered = choose_tasks(env, history, 12, seed=0, probe=episodes({1: 0.9}, split="probe"))
+    assert mastered.note["open_to"] == 2 and mastered.note["probe"] == {"1": 0.9}
+    assert 2 in {t.difficulty for t in mastered.tasks}
+    capped = CurriculumConfig(max_difficulty=1)
+    probe = episodes({1: 1.0}, split="probe")
+    assert {t.difficulty for t in choose_tasks(env, history, 12, 0, capped, probe).tasks} == {1}
 
 
-def test_batches_retry_failures_and_draw_fresh_frontier_tasks():
-    past = history({1: 1.0, 2: 0.5})
-    failed = {t.task.id for t in past if not t.passed}
-    tasks = choose_tasks(env, past, 20, seed=3)
-    assert len(tasks) == len({t.id for t in tasks}) == 20
-    retried = [t for t in tasks if t.id in failed]
-    assert len(retried) == 5  # a quarter of the batch
-    fresh = [t for t in tasks if t.id not in failed]
-    assert sum(t.difficulty == 2 for t in fresh) > sum(t.difficulty == 1 for t in fresh)
-    assert choose_tasks(env, past, 20, seed=3) == tasks
+def test_frontier_levels_get_most_of_the_fresh_tasks():
+    probe = episodes({1: 0.9, 2: 0.9}, split="probe")
+    history = episodes({1: 1.0, 2: 0.5, 3: 0.0})
+    choice = choose_tasks(env, history, 40, seed=1, probe=probe)
+    assert choice.note["levels"] == {"1": 0.15, "2": 1.0, "3": 0.15}
+    fresh = choice.tasks[choice.note["revisits"] :]
+    counts = {level: sum(t.difficulty == level for t in fresh) for level in (1, 2, 3)}
+    assert counts[2] > counts[1] and counts[2] > counts[3]
+
+
+def test_fresh_tasks_favour_the_family_on_its_frontier():
+    # Every calc family at level 1 is mastered but one, which is solved half the time.
+    families = sorted({t.family for t in env.tasks("train", 60, difficulty=1)})
+    assert len(families) > 1
+    frontier = families[0]
+    history = [
+        episode
+        for family in families
+        for episode in episodes({1: 0.5 if family == frontier else 1.0}, family=family)
+    ]
+    choice = choose_tasks(env, history, 30, seed=2, config=CurriculumConfig(revisit_share=0.0))
+    share = sum(t.family == frontier for t in choice.tasks) / len(choice.tasks)
+    assert choice.note["families"][f"{frontier}@1"] > 0.9
+    assert share > 1 / len(families)
+
+
+def test_revisits_prefer_tasks_solved_sometimes_and_draws_repeat():
+    history = episodes({1: 0.0}, n=20) + episodes({1: 1.0}, n=20)
+    mixed = env.tasks("train", 6, seed=99, difficulty=1)
+    for task in mixed:
+        for passed in (True, False, True, False):
+            history.append(replace(TEMPLATE, task=task, verdict=Verdict.of(passed)))
+    choice = choose_tasks(env, history, 24, seed=3)
+    revisits = choice.tasks[: choice.note["revisits"]]
+    assert choice.note["revisits"] == 6
+    assert sum(t.id in {m.id for m in mixed} for t in revisits) >= 3
+    assert len({t.id for t in choice.tasks}) == 24
+    assert choose_tasks(env, history, 24, seed=3) == choice
+
+
+def test_hindsight_replays_do_not_count_as_success():
+    replays = [replace(e, metadata={"hindsight": True}) for e in episodes({1: 1.0})]
+    choice = choose_tasks(env, replays, 10, seed=0)
+    assert choice.note["levels"] == {"1": 1.0}  # unknown, not mastered
+    assert choice.note["revisits"] == 0

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from fakes import exploring_model, learning_model
+from fakes import FakeTrainer, exploring_model, learning_model, skill_backends
 from ratchet.core.agent import Agent, load_agent
 from ratchet.core.task import split_of
 from ratchet.core.verdict import Verdict
@@ -247,6 +247,10 @@ def test_a_candidate_keeps_the_incumbents_adapter_by_a_relative_path(tmp_path):
     assert (child.parent, child.lever) == ("v1", "exemplars")
     assert child.adapter == "../v1/adapter"
     assert seen["v4"].resolve() == (tmp_path / "agents" / child.parent / "adapter").resolve()
+    # A new adapter of the same name as the incumbent's is the candidate's own.
+    retrained = load_agent(str(tmp_path / "agents" / "v3"))[0]
+    assert (retrained.parent, retrained.lever, retrained.adapter) == ("v1", "rft", "adapter")
+    assert seen["v3"].resolve() == (tmp_path / "agents" / "v3" / "adapter").resolve()
 
 
 def test_a_probe_the_gate_can_never_accept_on_is_refused_before_any_work(tmp_path):
@@ -276,3 +280,76 @@ def test_a_pool_with_a_small_probe_split_is_refused_before_any_work(tmp_path):
     ):
         improve(config, pooled, tmp_path / "b", None, log=quiet)
     assert not (tmp_path / "b").exists()
+
+
+LEARNING = replace(
+    CONFIG, rounds=1, train_tasks=12, probe_tasks=30, test_tasks=24, max_difficulty=1
+)
+
+
+def test_pairs_learn_from_failures_through_the_trainer_and_the_score_does_not_drop(tmp_path):
+    trainer = FakeTrainer(base=0.3)
+    config = replace(LEARNING, levers=("pairs",), beta=0.2, train_steps=9)
+    summary = improve(
+        config, env, tmp_path, skill_backends(0.3), log=quiet, trainer=lambda: trainer
+    )
+    (call,) = trainer.calls
+    assert call["method"] == "dpo" and call["data"] and call["start"] is None
+    assert (call["settings"].beta, call["settings"].steps) == (0.2, 9)
+    for pair in call["data"]:
+        assert pair.chosen != pair.rejected and pair.messages[-1]["role"] == "user"
+    assert summary["final_version"] == "v1" and summary["self_improvement"]
+    assert summary["final"]["pass@1"] >= summary["base"]["pass@1"]
+
+
+def test_grpo_trains_on_the_incumbents_groups_and_the_score_does_not_drop(tmp_path):
+    trainer = FakeTrainer(base=0.3)
+    config = replace(LEARNING, levers=("grpo",), learning_rate=3e-5)
+    summary = improve(
+        config, env, tmp_path, skill_backends(0.3), log=quiet, trainer=lambda: trainer
+    )
+    (call,) = trainer.calls
+    assert call["method"] == "grpo" and call["settings"].learning_rate == 3e-5
+    assert {s.trajectory.agent for s in call["data"]} == {"base"}
+    assert abs(sum(s.advantage for s in call["data"])) < 1e-9  # relative within each group
+    assert summary["final"]["pass@1"] >= summary["base"]["pass@1"]
+
+
+def test_demos_gains_are_privileged_everywhere_they_are_recorded(tmp_path):
+    config = replace(LEARNING, levers=("demos",))
+    summary = improve(
+        config, env, tmp_path, skill_backends(0.1), log=quiet, trainer=lambda: FakeTrainer()
+    )
+    assert summary["final_version"] == "v1"
+    assert summary["privileged"] == {"v1": {"source": "oracle", "demos": 12, "file": "demos.jsonl"}}
+    assert summary["self_improvement"] is False
+    (candidate,) = summary["rounds"][0]["candidates"]
+    assert candidate["privileged"]["source"] == "oracle"
+    with Store(tmp_path) as store:
+        assert store.agent_version("v1").metadata["privileged"]["source"] == "oracle"
+    from ratchet.report import write_report
+
+    page = write_report(tmp_path).read_text()
+    assert "not self-improvement" in page and "privileged" in page
+
+
+def test_exploration_picks_temperatures_per_task_and_the_round_says_why(tmp_path):
+    config = replace(CONFIG, rounds=2, levers=("exemplars",))
+    summary = improve(config, env, tmp_path, lambda a, d: learning_model(), log=quiet)
+    first, second = summary["rounds"]
+    assert set(first["explore_temperatures"]) == {"0.50", "0.90"}  # nothing known yet: spread
+    assert len(second["explore_temperatures"]) >= 2
+    assert sum(n for _, n in second["explore_temperatures"].values()) == 32
+    assert first["curriculum"]["open_to"] == 1 and "probe" in first["curriculum"]
+    assert second["curriculum"]["probe"]  # the incumbent's probe rates from round 1
+    with Store(tmp_path) as store:
+        train = [t for _, t in store.trajectories(split="train") if not t.metadata.get("hindsight")]
+    assert all("temperature" in t.metadata for t in train)
+    fixed = improve(
+        replace(config, rounds=1, explore_temperature=0.6),
+        env,
+        tmp_path / "fixed",
+        lambda a, d: learning_model(),
+        log=quiet,
+    )
+    assert set(fixed["rounds"][0]["explore_temperatures"]) == {"0.60"}

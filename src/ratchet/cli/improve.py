@@ -48,7 +48,9 @@ def improve(
     """Improve an agent: practise, learn with levers, keep only what beats the incumbent.
 
     Levers: exemplars (verified episodes as demonstrations), insights (rules from a
-    reflector), rft (LoRA fine-tuning on verified successes).
+    reflector), rft (LoRA fine-tuning on verified successes), pairs (DPO on actions that
+    parted successes from failures), grpo (group-relative updates over each task's samples),
+    demos (outside demonstrations; privileged, reported apart from self-improvement).
     """
     env = load_env(env_ref)
     config = build_config(ImproveConfig, options, env=env_ref)
@@ -108,3 +110,9 @@ def _print_comparison(summary: dict[str, Any]) -> None:
     console.print(table)
     low, high = final["ci95"]
     console.print(f"final pass@1 95% CI {low:.3f}-{high:.3f} ({final['ci_method']})")
+    for version, mark in summary.get("privileged", {}).items():
+        console.print(
+            f"[bold yellow]privileged:[/] {version} learned from outside demonstrations "
+            f"({mark.get('source')}); the change from base is not self-improvement",
+            highlight=False,
+        )

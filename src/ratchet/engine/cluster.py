@@ -32,7 +32,7 @@ from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.harness import crashed
 from ratchet.engine.models import Model, make_model
-from ratchet.engine.rollout import RolloutConfig, check_model_errors, player
+from ratchet.engine.rollout import RolloutConfig, Temperature, check_model_errors, player
 
 MAX_ATTEMPTS = 3
 
@@ -60,10 +60,12 @@ class EpisodeWorker:
         seed: int,
         task: Task,
         sample: int,
+        temperature: float | None = None,
     ) -> Trajectory:
-        """Play one episode and return its trajectory."""
+        """Play one episode (at its own ``temperature``, if given) and return its trajectory."""
         model = None if agent.scripted else self._model(agent, agent_dir)
-        return player(self.env, agent, model, config, seed)(task, sample)
+        own = None if temperature is None else (lambda task, sample: temperature)
+        return player(self.env, agent, model, config, seed, temperature=own)(task, sample)
 
     def pid(self) -> int:
         """The worker's process id (for tests that kill one)."""
@@ -169,6 +171,7 @@ class RayPool:
         on_trajectory: Callable[[Trajectory], object] | None = None,
         progress: Progress | None = None,
         description: str = "rollouts",
+        temperature: Temperature | None = None,
     ) -> list[Trajectory]:
         """Play every task ``k`` times on the workers and return the trajectories in task order.
 
@@ -187,7 +190,9 @@ class RayPool:
         bar = progress.add_task(description, total=len(jobs)) if progress is not None else None
         results: dict[int, Trajectory] = {}
         released = 0
-        for index, trajectory in self._stream(env, jobs, agent, directory, config, seed):
+        temperatures = [None if temperature is None else temperature(t, s) for t, s in jobs]
+        play = (agent, directory, config, seed)
+        for index, trajectory in self._stream(env, jobs, temperatures, play):
             if index in results:
                 continue  # never record an episode twice
             results[index] = trajectory
@@ -204,10 +209,8 @@ class RayPool:
         self,
         env: Env,
         jobs: list[tuple[Task, int]],
-        agent: Agent,
-        agent_dir: str | None,
-        config: RolloutConfig,
-        seed: int,
+        temperatures: list[float | None],
+        play: tuple[Agent, str | None, RolloutConfig, int],
     ) -> Iterator[tuple[int, Trajectory]]:
         """Yield ``(job index, trajectory)`` as episodes finish, retrying those of dead workers."""
         pending = deque(range(len(jobs)))
@@ -215,7 +218,7 @@ class RayPool:
         running: dict[Any, tuple[int, Any]] = {}
         try:
             while pending or running:
-                self._submit(jobs, pending, attempts, running, (agent, agent_dir, config, seed))
+                self._submit(jobs, temperatures, pending, attempts, running, play)
                 ready, _ = self.ray.wait(list(running), num_returns=1)
                 index, worker = running.pop(ready[0])
                 try:
@@ -227,7 +230,7 @@ class RayPool:
                         continue
                     task, sample = jobs[index]
                     error = f"lost its Ray worker {attempts[index]} times; last: {exc}"
-                    trajectory = crashed(env, task, agent, sample, error)
+                    trajectory = crashed(env, task, play[0], sample, error)
                 yield index, trajectory
         finally:
             for ref in running:
@@ -236,6 +239,7 @@ class RayPool:
     def _submit(
         self,
         jobs: list[tuple[Task, int]],
+        temperatures: list[float | None],
         pending: deque[int],
         attempts: list[int],
         running: dict[Any, tuple[int, Any]],
@@ -253,7 +257,8 @@ class RayPool:
             index = pending.popleft()
             attempts[index] += 1
             task, sample = jobs[index]
-            running[worker.play.remote(*play, task, sample)] = (index, worker)
+            ref = worker.play.remote(*play, task, sample, temperatures[index])
+            running[ref] = (index, worker)
             load[id(worker)] += 1
 
     def _replace(self, dead: Any) -> None:

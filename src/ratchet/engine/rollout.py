@@ -54,6 +54,8 @@ from ratchet.engine.models.base import (
 )
 
 Play = Callable[[Task, int], Trajectory]
+Temperature = Callable[[Task, int], float]
+"""``temperature(task, sample) -> float``: an episode's own sampling temperature."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ def rollout(
     on_trajectory: Callable[[Trajectory], object] | None = None,
     progress: Progress | None = None,
     description: str = "rollouts",
+    temperature: Temperature | None = None,
 ) -> list[Trajectory]:
     """Play every task ``k`` times with ``agent`` and return the trajectories in task order.
 
@@ -104,6 +107,8 @@ def rollout(
             one are finished.
         progress: A rich progress display to add a bar to; ``None`` shows none.
         description: Label for the progress bar.
+        temperature: ``temperature(task, sample)``: each episode's own sampling temperature
+            (recorded in its ``metadata["temperature"]``); ``None``: the agent's.
 
     Raises:
         ValueError: If a model-driven agent is given no model.
@@ -117,7 +122,7 @@ def rollout(
     samples = range(first_sample, first_sample + k)
     jobs = [(t, s) for t in tasks for s in samples if (t.id, s) not in (skip or set())]
     batcher = _batcher(agent, model, config, len(jobs))
-    play = player(env, agent, model, config, seed, batcher)
+    play = player(env, agent, model, config, seed, batcher, temperature)
     bar = progress.add_task(description, total=len(jobs)) if progress is not None else None
     done: dict[int, Trajectory] = {}
     released = 0
@@ -175,6 +180,7 @@ def player(
     config: RolloutConfig,
     seed: int,
     batcher: Batcher | None = None,
+    temperature: Temperature | None = None,
 ) -> Play:
     """Return ``play(task, sample) -> Trajectory`` for ``agent``: one episode, as rollouts play it.
 
@@ -185,6 +191,8 @@ def player(
         config: Reply cap and budgets.
         seed: Base sampling seed (each episode derives its own from it, its task and sample).
         batcher: Gathers the calls of concurrent episodes into batches (for a local model).
+        temperature: ``temperature(task, sample)``: each episode's own sampling temperature;
+            ``None``: the agent's.
 
     Raises:
         ValueError: If a model-driven agent is given no model.
@@ -198,16 +206,18 @@ def player(
 
     def play(task: Task, sample: int) -> Trajectory:
         episode_seed = seed + _episode_seed(task, sample)
+        # The episode's own temperature travels with its prompts, so a batch can mix them.
+        own = None if temperature is None else temperature(task, sample)
 
         def policy(prompt: Prompt, turn: int) -> Completion:
             sampling = Sampling(agent.temperature, config.max_reply_tokens, episode_seed + turn)
-            prompt = replace(prompt, key=f"{task.id}:{sample}")
+            prompt = replace(prompt, key=f"{task.id}:{sample}", temperature=own)
             if batcher is not None:
                 return batcher.complete(prompt, sampling)
             return model.complete([prompt], sampling)[0]
 
         demos = index.select(task, agent.exemplars_per_task, agent.exemplar_token_budget)
-        return run_episode(
+        played = run_episode(
             env,
             task,
             agent,
@@ -217,6 +227,9 @@ def player(
             sample=sample,
             context=context,
         )
+        if own is None:
+            return played
+        return replace(played, metadata={**played.metadata, "temperature": own})
 
     return play
 

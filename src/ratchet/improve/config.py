@@ -10,6 +10,8 @@ difficulties and levers. The command line derives its options from these fields 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
 from ratchet.engine.harness import Budget
 from ratchet.engine.rollout import RolloutConfig
@@ -25,7 +27,12 @@ class ImproveConfig:
     Attributes:
         env: Env name (or ``module:attr`` / ``file.py:attr`` reference).
         model: Model reference of the base agent.
-        levers: Levers to try each round, by name, in order.
+        levers: Levers to try each round, by name, in order: exemplars (verified episodes as
+            demonstrations), insights (rules from a reflector), rft (LoRA fine-tuning on
+            verified successes), pairs (DPO on the action that parted a success from a failure
+            of the same task), grpo (group-relative policy updates over each task's samples;
+            follows rft), demos (fine-tuning on outside demonstrations: privileged, never
+            counted as self-improvement).
         rounds: Rounds to run.
         train_tasks: Training tasks per round.
         train_k: Samples per training task (exploration).
@@ -35,7 +42,9 @@ class ImproveConfig:
         test_k: Samples per test task.
         max_difficulty: Highest difficulty practised, probed and tested.
         temperature: Sampling temperature of the agents (probe and test episodes).
-        explore_temperature: Sampling temperature of training episodes.
+        explore_temperature: Sampling temperature of training episodes; unset: chosen per task
+            from the incumbent's success on it (or its family and difficulty), spread over the
+            k samples.
         seed: Master seed: tasks, samples, training.
         reflector: Model reference for levers that reflect on experience (default: the agent's).
         curve: Test every newly accepted version too, for the learning curve.
@@ -44,6 +53,12 @@ class ImproveConfig:
             train adapters from them and register them on the server (dynamic LoRA).
         experience: A store whose verified training episodes join the experience: recorded
             traffic with feedback (ratchet serve) and train episodes of this env.
+        learning_rate: Learning rate of the weight levers; unset: each lever's own (1e-3 for
+            rft and demos, 2e-4 for pairs and grpo).
+        beta: How strongly pairs (DPO's beta) and grpo (its KL weight) hold the policy to the
+            incumbent; unset: each lever's own (0.1 and 0.04).
+        demos: Where the demos lever's demonstrations come from: oracle (the env's solutions),
+            teacher (the --reflector model) or the path of a JSONL export.
         rollout: Concurrency, reply cap and per-episode budgets (``max_turns`` unset means
             the highest difficulty plus two).
         gate: The gate's error budget and regression budget.
@@ -61,15 +76,32 @@ class ImproveConfig:
     test_k: int = 1
     max_difficulty: int = 1
     temperature: float = 0.7
-    explore_temperature: float = 1.0
+    explore_temperature: float | None = None
     seed: int = 0
     reflector: str | None = None
     curve: bool = True
     train_steps: int = 30
     weights: str | None = None
     experience: str | None = None
+    learning_rate: float | None = None
+    beta: float | None = None
+    demos: str = "oracle"
     rollout: RolloutConfig = field(default_factory=lambda: CPU_ROLLOUT)
     gate: GateConfig = field(default_factory=GateConfig)
+
+    def __post_init__(self) -> None:
+        """Refuse a demos source that cannot work before any episode is played.
+
+        Raises:
+            ValueError: If the demos lever is asked for with a source that is neither
+                ``oracle``, ``teacher`` (with a reflector) nor an existing file.
+        """
+        if "demos" not in self.levers or self.demos == "oracle":
+            return
+        if self.demos == "teacher" and self.reflector is None:
+            raise ValueError("--demos teacher plays the --reflector model: pass --reflector MODEL")
+        if self.demos != "teacher" and not Path(self.demos).expanduser().is_file():
+            raise ValueError(f"--demos {self.demos!r} is neither oracle, teacher nor a JSONL file")
 
     def budget(self) -> Budget:
         """The per-episode budget, with ``max_turns`` derived from the difficulty if unset."""
@@ -77,3 +109,16 @@ class ImproveConfig:
         if budget.max_turns is None:
             budget = replace(budget, max_turns=self.max_difficulty + 2)
         return budget
+
+    def lever_options(self) -> dict[str, dict[str, Any]]:
+        """Keyword arguments of the built-in levers these settings tune, by lever name."""
+        weights: dict[str, Any] = {"steps": self.train_steps}
+        if self.learning_rate is not None:
+            weights["learning_rate"] = self.learning_rate
+        policy = {**weights, **({} if self.beta is None else {"beta": self.beta})}
+        return {
+            "rft": weights,
+            "pairs": policy,
+            "grpo": policy,
+            "demos": {**weights, "source": self.demos},
+        }

@@ -1,23 +1,31 @@
-"""Choosing what to practise: frontier difficulties first, harder as the agent improves.
+"""Choosing what to practise: the frontier of what the agent can do, one level at a time.
 
-Tasks the agent solves sometimes carry the most learning signal; tasks it always solves teach
-little and tasks it never solves give no verified successes to learn from. The curriculum
-weights each difficulty level by how close its success rate is to that frontier, opens the next
-level once the highest one practised is mostly solved, and gives families that failed more
-often a larger share of the fresh tasks. It also retries some failed training tasks, since a
-later success on a task once failed is the most direct evidence of progress.
+Levels open in order: practice starts at ``start_difficulty`` and the next level opens once the
+incumbent *masters* the highest open one on the probe (its probe pass rate there reaches
+``open_next_at``), since transfer from easy to hard work within an env is strong and a level
+far beyond the agent yields no success to learn from. Within the open levels, work is sampled
+where the agent succeeds sometimes (see :mod:`ratchet.improve.frontier`): each level by
+``4 p (1 - p)`` of its training success rate, and each fresh task by that of its family at its
+level, so a family the agent already masters (or cannot yet start) gives way to one on its
+frontier. A share of each batch revisits training tasks already played, again weighted by how
+close each task's own record is to the frontier: those are the tasks whose samples come out
+mixed, which is what the ``pairs`` and ``grpo`` levers learn from.
+
+:func:`choose_tasks` returns the tasks and a note of why (open levels, the probe rates that
+opened them, the weights), which the loop keeps in the round's record.
 """
 
 from __future__ import annotations
 
 import random
-from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ratchet.core.env import Env
 from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
+from ratchet.improve.frontier import SuccessRates, frontier_weight
 
 
 @dataclass(frozen=True)
@@ -25,46 +33,60 @@ class CurriculumConfig:
     """Curriculum settings.
 
     Attributes:
-        start_difficulty: Highest level practised before there is any history.
+        start_difficulty: Highest level open before the probe says anything.
         max_difficulty: Never practise above this level (``None``: the env's maximum).
-        open_next_at: Success rate on the highest practised level that opens the next one.
-        revisit_share: Share of each batch spent retrying failed training tasks.
+        open_next_at: The incumbent's probe pass rate at the highest open level that opens
+            the next one (mastery).
+        revisit_share: Share of each batch spent replaying training tasks already played.
     """
 
-    start_difficulty: int = 2
+    start_difficulty: int = 1
     max_difficulty: int | None = None
-    open_next_at: float = 0.5
+    open_next_at: float = 0.7
     revisit_share: float = 0.25
 
 
-def success_rates(history: Sequence[Trajectory], key: str) -> dict[object, tuple[int, int]]:
-    """Return ``(passes, attempts)`` per task ``difficulty`` or ``family`` in ``history``."""
-    counts: dict[object, list[int]] = defaultdict(lambda: [0, 0])
-    for trajectory in history:
-        bucket = counts[getattr(trajectory.task, key)]
-        bucket[0] += trajectory.passed
+@dataclass(frozen=True)
+class Choice:
+    """A round's training tasks and why they were chosen.
+
+    Attributes:
+        tasks: The tasks, revisits first.
+        note: JSON-ready reasons: ``open_to`` (highest open level), ``probe`` (the incumbent's
+            probe pass rate per level), ``levels`` (each open level's weight), ``families``
+            (``family@level`` weights of the fresh draw), ``revisits`` and ``fresh`` counts.
+    """
+
+    tasks: list[Task]
+    note: dict[str, Any] = field(default_factory=dict)
+
+
+def probe_rates(probe: Sequence[Trajectory]) -> dict[int, float]:
+    """The pass rate per difficulty of ``probe`` episodes."""
+    counts: dict[int, list[int]] = {}
+    for episode in probe:
+        bucket = counts.setdefault(episode.task.difficulty, [0, 0])
+        bucket[0] += episode.passed
         bucket[1] += 1
-    return {k: (v[0], v[1]) for k, v in counts.items()}
+    return {level: passes / n for level, (passes, n) in sorted(counts.items())}
 
 
-def level_weights(
-    history: Sequence[Trajectory], top: int, config: CurriculumConfig
-) -> dict[int, float]:
-    """Weight each difficulty level to practise by how close it is to the frontier."""
-    rates = success_rates(history, "difficulty")
-    practised = [level for level in rates if isinstance(level, int)]
-    highest = max([config.start_difficulty, *practised])
-    passes, attempts = rates.get(highest, (0, 0))
-    if attempts and passes / attempts >= config.open_next_at:
+def open_levels(probe: dict[int, float], top: int, config: CurriculumConfig) -> int:
+    """The highest open level: the start, plus one per level mastered in a row on the probe."""
+    highest = min(config.start_difficulty, top)
+    while highest < top and probe.get(highest, 0.0) >= config.open_next_at:
         highest += 1
-    weights = {}
-    for level in range(1, min(highest, top) + 1):
-        passes, attempts = rates.get(level, (0, 0))
-        rate = passes / attempts if attempts else 0.5
-        # 4 p (1 - p) peaks at 1 for p = 0.5; the floor keeps mastered and hopeless levels in
-        # the mix (against forgetting, and for the odd lucky success).
-        weights[level] = max(4 * rate * (1 - rate), 0.15)
-    return weights
+    return highest
+
+
+def _weighted_sample(
+    rng: random.Random, items: Sequence[Task], weights: Sequence[float], m: int
+) -> list[Task]:
+    """``m`` items drawn without replacement with probability growing with their weights."""
+    keyed = sorted(
+        zip(items, weights, strict=True), key=lambda pair: -(rng.random() ** (1 / pair[1]))
+    )
+    return [item for item, _ in keyed[:m]]
 
 
 def choose_tasks(
@@ -73,50 +95,60 @@ def choose_tasks(
     n: int,
     seed: int,
     config: CurriculumConfig | None = None,
-) -> list[Task]:
+    probe: Sequence[Trajectory] = (),
+) -> Choice:
     """Choose ``n`` training tasks for the next round.
 
     Args:
         env: The env to draw fresh ``train`` tasks from.
-        history: Training trajectories so far (any agent), for success rates and retries.
+        history: Training episodes so far (success rates, revisits); hindsight replays are
+            ignored.
         n: How many tasks.
         seed: Seed for this round's draw.
         config: Curriculum settings.
+        probe: The incumbent's probe episodes (which levels it masters).
     """
     config = config or CurriculumConfig()
     rng = random.Random(seed)
     top = min(config.max_difficulty or env.max_difficulty, env.max_difficulty)
-    weights = level_weights(history, top, config)
-    solved = {t.task.id for t in history if t.passed}
-    failed = sorted(
-        {t.task.id: t.task for t in history if t.task.id not in solved}.values(),
-        key=lambda task: task.id,
+    mastery = probe_rates(probe)
+    highest = open_levels(mastery, top, config)
+    rates = SuccessRates.of(history)
+    levels = {level: frontier_weight(rates.level(level)) for level in range(1, highest + 1)}
+    played = {
+        t.task.id: t.task
+        for t in history
+        if not t.metadata.get("hindsight") and t.task.difficulty in levels
+    }
+    pool = sorted(played.values(), key=lambda task: task.id)
+    revisits = _weighted_sample(
+        rng,
+        pool,
+        [frontier_weight(rates.task(task)) for task in pool],
+        min(len(pool), int(n * config.revisit_share)),
     )
-    failed = [task for task in failed if task.difficulty in weights]
-    revisits = rng.sample(failed, min(len(failed), int(n * config.revisit_share)))
-    family_rates = success_rates(history, "family")
     seen = {t.task.id for t in history}
     fresh: list[Task] = []
-    levels = list(weights)
+    families: dict[str, float] = {}
     for _ in range(50 * n):  # bounded: a small env may run out of unseen tasks
         if len(fresh) >= n - len(revisits):
             break
-        level = rng.choices(levels, weights=[weights[lv] for lv in levels])[0]
-        pool = [
-            t
-            for t in env.tasks("train", 8, seed=rng.randrange(2**31), difficulty=level)
-            if t.id not in seen
-        ]
-        if not pool:
+        level = rng.choices(list(levels), weights=list(levels.values()))[0]
+        draw = env.tasks("train", 8, seed=rng.randrange(2**31), difficulty=level)
+        unseen = [t for t in draw if t.id not in seen]
+        if not unseen:
             continue
-        family_weight = [1.2 - _rate(family_rates.get(t.family)) for t in pool]
-        task = rng.choices(pool, weights=family_weight)[0]
+        weights = [frontier_weight(rates.cell(t.family, level)) for t in unseen]
+        families.update({f"{t.family}@{level}": w for t, w in zip(unseen, weights, strict=True)})
+        task = rng.choices(unseen, weights=weights)[0]
         seen.add(task.id)
         fresh.append(task)
-    return [*revisits, *fresh]
-
-
-def _rate(counts: tuple[int, int] | None) -> float:
-    if not counts or not counts[1]:
-        return 0.5
-    return counts[0] / counts[1]
+    note = {
+        "open_to": highest,
+        "probe": {str(level): round(rate, 3) for level, rate in mastery.items()},
+        "levels": {str(level): round(w, 3) for level, w in levels.items()},
+        "families": {key: round(w, 3) for key, w in sorted(families.items())},
+        "revisits": len(revisits),
+        "fresh": len(fresh),
+    }
+    return Choice([*revisits, *fresh], note)

@@ -86,7 +86,7 @@ def improve(
             incumbent = run.incumbent()
             log(f"round {number}: incumbent {incumbent.version}")
             # Practise: explore the curriculum's tasks, then relabel what the failures achieved.
-            tasks = run.round_tasks(number, partial(_curriculum, run, env, number))
+            tasks, chosen = run.round_tasks(number, partial(_curriculum, run, env, number))
             explored = practice.explore(incumbent, tasks, number)
             learned = relabel_all(env, explored, incumbent, config.max_difficulty)
             run.record(learned.successes)
@@ -107,6 +107,7 @@ def improve(
             if best is not None and config.curve:
                 practice.test(run.agent(best.candidate), test)
             record = round_record(number, incumbent, explored, learned, baseline, decisions, best)
+            record["curriculum"] = chosen
             log(round_lines(run.end_round(record)))
         final = run.incumbent()
         if final.version not in run.tests:
@@ -137,19 +138,21 @@ def _import_experience(run: RunDir, source: str, env: Env, log: Log) -> None:
 
 def _levers(config: ImproveConfig, levers: Sequence[Lever] | None) -> list[Lever]:
     if levers is None:
-        return make_levers(config.levers, {"rft": {"steps": config.train_steps}})
+        return make_levers(config.levers, config.lever_options())
     if tuple(lever.name for lever in levers) != config.levers:
         raise ValueError(f"config.levers {config.levers} does not name the levers given")
     return list(levers)
 
 
-def _curriculum(run: RunDir, env: Env, number: int) -> list[Task]:
+def _curriculum(run: RunDir, env: Env, number: int) -> tuple[list[Task], dict[str, Any]]:
     config = run.config
     curriculum = CurriculumConfig(max_difficulty=config.max_difficulty)
     seed = config.seed * 7919 + number
     # Recorded conversations are experience but not tasks: the env has no world to replay them.
     history = [t for t in run.experience if not is_served(t.task)]
-    return choose_tasks(env, history, config.train_tasks, seed, curriculum)
+    probe = run.probe_episodes(run.incumbent().version)
+    choice = choose_tasks(env, history, config.train_tasks, seed, curriculum, probe)
+    return choice.tasks, choice.note
 
 
 def _trainer(config: ImproveConfig) -> Trainer | None:

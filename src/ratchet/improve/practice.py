@@ -22,8 +22,9 @@ from ratchet.core.trajectory import Trajectory
 from ratchet.engine.cluster import RayPool
 from ratchet.engine.metrics import Metrics, summarize
 from ratchet.engine.models import Backends, Model, Trainer
-from ratchet.engine.rollout import rollout
+from ratchet.engine.rollout import Temperature, rollout
 from ratchet.improve.config import ImproveConfig
+from ratchet.improve.frontier import SuccessRates, explore_temperatures
 from ratchet.improve.levers.base import Lever, LeverContext
 from ratchet.improve.rundir import Propose, RunDir
 
@@ -70,11 +71,29 @@ class Practice:
         return self.run.config
 
     def explore(self, agent: Agent, tasks: Sequence[Task], number: int) -> list[Trajectory]:
-        """Round ``number``'s training episodes, at the exploration temperature."""
-        explorer = replace(agent, temperature=self.config.explore_temperature)
-        first = (number - 1) * self.config.train_k
+        """Round ``number``'s training episodes, each at its exploration temperature.
+
+        With ``explore_temperature`` unset, each task's k samples get temperatures chosen from
+        the agent's success on the task (or its family and difficulty) in earlier rounds (see
+        :func:`~ratchet.improve.frontier.explore_temperatures`); the episodes of this round
+        do not count, so a resumed round picks the same temperatures.
+        """
+        k, first = self.config.train_k, (number - 1) * self.config.train_k
         seed = self.config.seed + number
-        return self.play(explorer, tasks, self.config.train_k, seed, "train", first)
+        fixed = self.config.explore_temperature
+        earlier = [t for t in self.run.experience if t.sample < first]
+        rates = SuccessRates.of([t for t in earlier if t.agent == agent.version] or earlier)
+        chosen = {
+            task.id: [fixed] * k
+            if fixed is not None
+            else explore_temperatures(rates.task(task), k, agent.temperature)
+            for task in tasks
+        }
+
+        def temperature(task: Task, sample: int) -> float:
+            return chosen[task.id][sample - first]
+
+        return self.play(agent, tasks, k, seed, "train", first, temperature)
 
     def probe_tasks(self, number: int) -> list[Task]:
         """Round ``number``'s probe: a fresh sample from the probe split."""
@@ -115,6 +134,7 @@ class Practice:
                 version=version,
                 seed=self.config.seed + number,
                 progress=self.progress,
+                incumbent_dir=self.run.agent_dir(incumbent.version),
             )
             return lever.propose(context)
 
@@ -125,7 +145,14 @@ class Practice:
         return self.backends(agent, self.run.agent_dir(agent.version))
 
     def play(
-        self, agent: Agent, tasks: Sequence[Task], k: int, seed: int, label: str, first: int = 0
+        self,
+        agent: Agent,
+        tasks: Sequence[Task],
+        k: int,
+        seed: int,
+        label: str,
+        first: int = 0,
+        temperature: Temperature | None = None,
     ) -> list[Trajectory]:
         """Roll ``agent`` out on ``tasks`` (resuming), store every episode, return them all."""
         done = self.run.done(agent.version)
@@ -138,6 +165,7 @@ class Practice:
             "on_trajectory": lambda t: self.run.record([t]),
             "progress": self.progress,
             "description": label,
+            "temperature": temperature,
         }
         if self.pool is not None:
             directory = self.run.agent_dir(agent.version)

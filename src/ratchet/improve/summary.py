@@ -37,8 +37,20 @@ def round_record(
         "train_episodes": len(explored),
         "relabelled": len(learned.successes),
         "relabels_held_out": learned.held_out,
+        "explore_temperatures": _by_temperature(explored),
         "decisions": [to_dict(d) for d in decisions],
     }
+
+
+def _by_temperature(explored: Sequence[Trajectory]) -> dict[str, list[int]]:
+    """``[passed, episodes]`` per exploration temperature (recorded on each episode)."""
+    counts: dict[str, list[int]] = {}
+    for episode in explored:
+        temperature = episode.metadata.get("temperature")
+        bucket = counts.setdefault(f"{temperature:.2f}" if temperature is not None else "-", [0, 0])
+        bucket[0] += episode.passed
+        bucket[1] += 1
+    return dict(sorted(counts.items()))
 
 
 def round_lines(record: dict[str, Any]) -> str:
@@ -48,6 +60,13 @@ def round_lines(record: dict[str, Any]) -> str:
         f"{record['relabelled']} relabelled in hindsight "
         f"({record['relabels_held_out']} held out: probe or test problems)"
     ]
+    temperatures = ", ".join(
+        f"{t} ({passed}/{n})" for t, (passed, n) in record.get("explore_temperatures", {}).items()
+    )
+    if temperatures:
+        opened = record.get("curriculum", {}).get("open_to")
+        levels = f"; levels 1-{opened} open" if opened else ""
+        lines.append(f"  explored at temperature {temperatures}{levels}")
     for candidate in record["candidates"]:
         if candidate["version"] is None:
             lines.append(f"  {candidate['lever']}: nothing to propose")
@@ -69,6 +88,11 @@ def summary(run: RunDir, env: Env) -> dict[str, Any]:
         metrics = tests[version]
         return {key: metrics[key] for key in (*HEADLINE_KEYS, "by_difficulty") if key in metrics}
 
+    privileged = {
+        agent.version: agent.notes["privileged"]
+        for agent in run.lineage(final.version)
+        if "privileged" in agent.notes
+    }
     return {
         "env": env.name,
         "env_version": env.version,
@@ -76,6 +100,10 @@ def summary(run: RunDir, env: Env) -> dict[str, Any]:
         "levers": list(run.config.levers),
         "run_id": run.run_id,
         "final_version": final.version,
+        # Versions on the final agent's lineage that learned from outside demonstrations:
+        # when there are any, base -> final is not self-improvement.
+        "privileged": privileged,
+        "self_improvement": not privileged,
         "base": headline("base"),
         "final": headline(final.version),
         "tested": {version: headline(version) for version in tests},

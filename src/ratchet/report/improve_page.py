@@ -39,6 +39,7 @@ from ratchet.report.html import (
     signed_points,
     table,
 )
+from ratchet.report.privileged import headline_suffix, privileged_note
 
 # Above this many, the flip tables show the first rows and say how many were left out.
 MAX_FLIP_ROWS = 200
@@ -62,7 +63,7 @@ def headline(data: ImproveRun) -> str:
         accepted = "no candidate passed the gate, so the base agent stays"
     return (
         f"{data.summary['env']}: pass@1 {base:.2f} → {final:.2f} ({points:+d} points) on "
-        f"{data.base['n']} held-out test tasks{samples}; {accepted}"
+        f"{data.base['n']} held-out test tasks{samples}; {accepted}{headline_suffix(data)}"
     )
 
 
@@ -82,6 +83,7 @@ def improve_page(data: ImproveRun) -> str:
         f'<p class="lede">Model <b>{esc(summary.get("model", "?"))}</b>, levers {esc(levers)},'
         f" {len(summary['rounds'])} rounds. Every number below is measured on held-out test"
         " tasks that no decision ever saw, unless it says <i>probe</i>.</p></header>",
+        privileged_note(data),
         _cards(data, base_runs, final_runs),
         figure(
             charts.headline_chart(data.base, data.final, f"final ({data.final_version})"),

@@ -262,3 +262,29 @@ def test_gguf_conversion_is_cached_and_adapters_load(
     name = "model.layers.0.self_attn.q_proj.weight"
     base_weight = dict(base.named_parameters())[name]
     assert not torch.equal(base_weight, dict(adapted.named_parameters())[name])
+
+
+def test_row_temperatures_scale_each_row_and_keep_greedy_rows_greedy() -> None:
+    import torch
+
+    from ratchet.engine.models.local import RowTemperatures
+
+    scores = torch.tensor([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [1.0, float("-inf"), 0.5]])
+    scaled = RowTemperatures([0.5, 2.0, 0.0])(torch.zeros(3, 1, dtype=torch.long), scores)
+    assert scaled[0].tolist() == [2.0, 4.0, 6.0]
+    assert scaled[1].tolist() == [0.5, 1.0, 1.5]
+    assert scaled[2].tolist() == [0.0, float("-inf"), float("-inf")]  # only the best survives
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_one_batch_can_mix_temperatures(model: Any) -> None:
+    prompts, tools = calc_prompts(2, seed=5)
+    greedy = model.complete(prompts, Sampling(temperature=0, max_tokens=48))
+    mixed = [
+        Prompt(prompts[0].messages, prompts[0].tools, temperature=0.0),
+        Prompt(prompts[1].messages, prompts[1].tools, temperature=1.5),
+    ]
+    replies = model.complete(mixed, Sampling(temperature=0.7, max_tokens=48, seed=3))
+    assert replies[0].text == greedy[0].text
+    assert_valid_calls([c.text for c in replies], tools)

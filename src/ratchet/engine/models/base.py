@@ -27,11 +27,15 @@ class Prompt:
         tools: OpenAI-format tool schemas on offer; the reply should call one of them.
         key: The conversation this prompt continues (e.g. an episode), if known: a backend
             with several servers keeps a conversation on one, where its prefix is cached.
+        temperature: This conversation's own sampling temperature, overriding the batch's
+            :attr:`Sampling.temperature` (so one batch can mix temperatures); ``None``: the
+            batch's.
     """
 
     messages: tuple[dict[str, Any], ...]
     tools: tuple[dict[str, Any], ...] = ()
     key: str | None = None
+    temperature: float | None = None
 
 
 def estimate_tokens(prompt: Prompt) -> int:
@@ -137,6 +141,10 @@ class LoraSettings:
         rank: LoRA rank (alpha is twice the rank).
         max_tokens: Longest training sequence; longer episodes are skipped.
         seed: Seed for batching and initialisation.
+        beta: How strongly :meth:`Trainer.dpo` and :meth:`Trainer.grpo` hold the policy to the
+            reference (DPO's beta; the KL coefficient of GRPO); unused by SFT.
+        clip: GRPO's clipping range: the policy-to-reference probability ratio of a token
+            counts only within ``1 +- clip``; unused by SFT and DPO.
     """
 
     steps: int = 30
@@ -145,6 +153,8 @@ class LoraSettings:
     rank: int = 16
     max_tokens: int = 1024
     seed: int = 0
+    beta: float = 0.1
+    clip: float = 0.2
 
 
 @dataclass(frozen=True)
@@ -160,9 +170,51 @@ class TrainResult:
     losses: tuple[float, ...]
 
 
+@dataclass(frozen=True)
+class Preference:
+    """Two actions taken at the same state, one better than the other (a DPO pair).
+
+    Attributes:
+        messages: The conversation up to the state, in OpenAI chat format (system first).
+        tools: The OpenAI-format tool schemas on offer.
+        chosen: The assistant message of the preferred action (it led to a success).
+        rejected: The assistant message of the other action (it led to a failure).
+        task_id: The task both came from, for provenance.
+        turn: The assistant turn (0-based) at which the two episodes parted.
+    """
+
+    messages: tuple[dict[str, Any], ...]
+    tools: tuple[dict[str, Any], ...]
+    chosen: dict[str, Any]
+    rejected: dict[str, Any]
+    task_id: str = ""
+    turn: int = 0
+
+
+@dataclass(frozen=True)
+class Scored:
+    """An episode with the advantage its actions are reinforced by (GRPO's unit of data).
+
+    Attributes:
+        trajectory: The episode; every assistant turn in it, failed ones included, is trained.
+        advantage: Positive to make its actions likelier, negative to make them rarer.
+    """
+
+    trajectory: Trajectory
+    advantage: float
+
+
 @runtime_checkable
 class Trainer(Protocol):
-    """Trains LoRA adapters for one model: the only way a lever reaches weights."""
+    """Trains LoRA adapters for one model: the only way a lever reaches weights.
+
+    Every method renders its data exactly as the model is prompted, saves a peft adapter
+    directory to ``out`` and returns ``None`` when nothing is left to train on (all too long,
+    none with an assistant turn). ``sft`` trains a fresh adapter on the base weights. ``dpo``
+    and ``grpo`` continue the adapter at ``start`` (the incumbent's; ``None`` means a fresh
+    adapter on the base weights) and hold the policy to that starting point, the reference,
+    with ``settings.beta`` (and ``settings.clip``).
+    """
 
     def sft(
         self,
@@ -174,5 +226,36 @@ class Trainer(Protocol):
         """Fine-tune an adapter on the good assistant turns of ``episodes`` and save it to ``out``.
 
         Returns ``None`` when no episode leaves anything to train on.
+        """
+        ...
+
+    def dpo(
+        self,
+        pairs: Sequence[Preference],
+        out: Path,
+        settings: LoraSettings,
+        start: Path | None = None,
+        progress: Progress | None = None,
+    ) -> TrainResult | None:
+        """Train on preference pairs with the DPO loss, the policy at ``start`` the reference.
+
+        The loss of a pair is ``-log sigmoid(beta * (chosen margin - rejected margin))``, a
+        margin being an action's log-probability under the policy minus under the reference.
+        """
+        ...
+
+    def grpo(
+        self,
+        episodes: Sequence[Scored],
+        out: Path,
+        settings: LoraSettings,
+        start: Path | None = None,
+        progress: Progress | None = None,
+    ) -> TrainResult | None:
+        """Reinforce each episode's actions by its advantage (GRPO's clipped objective).
+
+        Per action token: ``-min(r A, clip(r, 1 - clip, 1 + clip) A) + beta * KL``, where ``r``
+        is the policy-to-reference probability ratio and the reference, the policy at
+        ``start``, stands for the one that played the episodes.
         """
         ...

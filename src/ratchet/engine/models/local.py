@@ -274,6 +274,7 @@ class LocalModel:
         kept: list[int] = []
         rows: list[list[int]] = []
         grammars: list[str | None] = []
+        temperatures: list[float] = []
         errors: dict[int, str] = {}
         for index, prompt in enumerate(prompts):
             try:
@@ -285,7 +286,11 @@ class LocalModel:
             kept.append(index)
             rows.append(row)
             grammars.append(grammar)
-        generated = dict(zip(kept, self._generate(rows, grammars, sampling, seed), strict=True))
+            own = prompt.temperature
+            temperatures.append(sampling.temperature if own is None else max(0.0, own))
+        generated = dict(
+            zip(kept, self._generate(rows, grammars, temperatures, sampling, seed), strict=True)
+        )
         return [generated.get(i) or Completion("", error=errors[i]) for i in range(len(prompts))]
 
     def _tokens(self, prompt: Prompt, max_tokens: int) -> list[int]:
@@ -303,10 +308,11 @@ class LocalModel:
         self,
         rows: list[list[int]],
         grammars: list[str | None],
+        temperatures: list[float],
         sampling: Sampling,
         seed: int | None,
     ) -> list[Completion]:
-        """Run one batched ``generate()`` after ``rows``; one grammar (or none) per row."""
+        """Run one batched ``generate()`` after ``rows``; a grammar and temperature each."""
         if not rows:
             return []
         started = time.perf_counter()
@@ -316,10 +322,15 @@ class LocalModel:
             inputs = _left_padded(rows, int(self.tokenizer.pad_token_id))
         else:
             inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
-        processors = []
+        processors: list[Any] = []
         if any(grammar is not None for grammar in grammars):
             tokenizer, executor = self._llguidance()
             processors.append(ToolCallConstraint(tokenizer, grammars, executor))
+        options = _sampling_options(temperatures[0])
+        if len(set(temperatures)) > 1:
+            # After the grammar's mask, so a greedy row picks the best allowed token.
+            processors.append(RowTemperatures(temperatures))
+            options = _sampling_options(1.0)
         if seed is not None:
             torch.manual_seed(seed)
         with torch.inference_mode():
@@ -330,7 +341,7 @@ class LocalModel:
                 logits_processor=transformers.LogitsProcessorList(processors),
                 pad_token_id=self.tokenizer.pad_token_id,
                 eos_token_id=self._eos_id,
-                **_sampling_options(sampling.temperature),
+                **options,
             )
         if reuse is not None and batch is not None:
             reuse.remember(batch, output, self._eos_id)
@@ -385,6 +396,30 @@ def _left_padded(rows: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
     ids = [[pad_id] * (width - len(row)) + row for row in rows]
     mask = [[0] * (width - len(row)) + [1] * len(row) for row in rows]
     return {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask)}
+
+
+class RowTemperatures:
+    """A logits processor that samples each batch row at its own temperature (0: greedy).
+
+    Used with ``do_sample=True`` at temperature 1, after any masking processor.
+
+    Args:
+        temperatures: One temperature per batch row.
+    """
+
+    def __init__(self, temperatures: Sequence[float]) -> None:
+        values = torch.tensor([float(t) for t in temperatures]).unsqueeze(1)
+        self._greedy = values.squeeze(1) == 0
+        self._divisor = torch.where(values == 0, torch.ones_like(values), values)
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """Divide each row's scores by its temperature; keep only the best token of greedy rows."""
+        scaled = scores / self._divisor.to(scores.dtype)
+        if bool(self._greedy.any()):
+            best = scaled.argmax(dim=-1, keepdim=True)
+            onehot = torch.full_like(scaled, float("-inf")).scatter(1, best, 0.0)
+            scaled = torch.where(self._greedy.unsqueeze(1), onehot, scaled)
+        return scaled
 
 
 def _sampling_options(temperature: float) -> dict[str, Any]:

@@ -250,7 +250,9 @@ class OpenAIModel:
     ) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
-            "temperature": sampling.temperature,
+            "temperature": sampling.temperature
+            if prompt.temperature is None
+            else prompt.temperature,
             "max_tokens": sampling.max_tokens,
         }
         if seed is not None:

@@ -23,13 +23,17 @@ import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 from rich.progress import Progress
 
 from ratchet.core.trajectory import Trajectory
-from ratchet.engine.models.base import LoraSettings, ModelError, TrainResult
+from ratchet.engine.models.base import LoraSettings, ModelError, Preference, Scored, TrainResult
 from ratchet.engine.models.render import render_native, render_prompt
+
+if TYPE_CHECKING:
+    from ratchet.engine.models.training import LocalTrainer
 
 _TIMEOUT_S = 300.0  # a server may load the adapter's weights before it answers
 
@@ -121,10 +125,35 @@ class ServedTrainer:
         progress: Progress | None = None,
     ) -> TrainResult | None:
         """Fine-tune an adapter on ``episodes`` from the weights, rendered as the server does."""
+        return self._local().sft(episodes, out, settings, progress)
+
+    def dpo(
+        self,
+        pairs: Sequence[Preference],
+        out: Path,
+        settings: LoraSettings,
+        start: Path | None = None,
+        progress: Progress | None = None,
+    ) -> TrainResult | None:
+        """Train on preference pairs from the weights, rendered as the server does."""
+        return self._local().dpo(pairs, out, settings, start, progress)
+
+    def grpo(
+        self,
+        episodes: Sequence[Scored],
+        out: Path,
+        settings: LoraSettings,
+        start: Path | None = None,
+        progress: Progress | None = None,
+    ) -> TrainResult | None:
+        """Reinforce episodes by their advantages from the weights, rendered as the server does."""
+        return self._local().grpo(episodes, out, settings, start, progress)
+
+    def _local(self) -> LocalTrainer:
         from ratchet.engine.models.training import LocalTrainer
 
         render = render_prompt if self.prompt_format() == "ratchet" else render_native
-        return LocalTrainer(self.weights, render).sft(episodes, out, settings, progress)
+        return LocalTrainer(self.weights, render)
 
 
 def _headers(api_key_env: str) -> dict[str, str]:

@@ -3,8 +3,9 @@
 Each episode is rendered exactly as the ``local`` backend prompts the model and tokenised; the
 loss is computed on the assistant turns only, and not on a turn whose action failed (labels
 are -100 elsewhere, the convention transformers' loss and TRL's ``assistant_masks`` follow).
-Every call trains a fresh peft LoRA adapter from the base weights, as in expert iteration, so
-adapters never compound drift.
+Every SFT call trains a fresh peft LoRA adapter from the base weights, as in expert iteration,
+so adapters never compound drift; DPO and GRPO (:mod:`ratchet.engine.models.policy`) continue
+the incumbent's adapter instead, since their losses are defined relative to it.
 
 The optimisation loop is the plain masked-LM loop rather than TRL's ``SFTTrainer``: on CPU the
 trainer's per-token entropy and accuracy logging over the whole vocabulary tripled the step
@@ -15,18 +16,18 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.progress import Progress
 
 from ratchet.core.trajectory import Trajectory
-from ratchet.engine.models.base import LoraSettings, Prompt, TrainResult
+from ratchet.engine.models.base import LoraSettings, Preference, Scored, TrainResult
+from ratchet.engine.models.lora import Example, lora_model, optimise, to_example
 from ratchet.engine.models.render import Render, render_prompt
 
-LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+__all__ = ["Example", "LocalTrainer", "to_example", "train_lora"]
 
 
 class LocalTrainer:
@@ -54,71 +55,74 @@ class LocalTrainer:
         progress: Progress | None = None,
     ) -> TrainResult | None:
         """Fine-tune an adapter on the good assistant turns of ``episodes``; save it to ``out``."""
+
+        def train(model: Any, examples: Any, tokenizer: Any) -> list[float]:
+            return train_lora(model, tokenizer, examples, out, settings, progress)
+
+        def tokenize(tokenizer: Any, episode: Trajectory, max_tokens: int) -> Example | None:
+            return to_example(tokenizer, episode, max_tokens, render=self.render)
+
+        return self._train(tokenize, train, episodes, settings)
+
+    def dpo(
+        self,
+        pairs: Sequence[Preference],
+        out: Path,
+        settings: LoraSettings,
+        start: Path | None = None,
+        progress: Progress | None = None,
+    ) -> TrainResult | None:
+        """Train on preference pairs with the DPO loss (see :func:`.policy.train_dpo`)."""
+        from ratchet.engine.models.policy import pair_example, train_dpo
+
+        def train(model: Any, examples: Any, tokenizer: Any) -> list[float]:
+            return train_dpo(model, examples, out, settings, start, progress)
+
+        def tokenize(tokenizer: Any, pair: Preference, max_tokens: int) -> Any:
+            return pair_example(tokenizer, pair, max_tokens, self.render)
+
+        return self._train(tokenize, train, pairs, settings)
+
+    def grpo(
+        self,
+        episodes: Sequence[Scored],
+        out: Path,
+        settings: LoraSettings,
+        start: Path | None = None,
+        progress: Progress | None = None,
+    ) -> TrainResult | None:
+        """Reinforce episodes by their advantages (see :func:`.policy.train_grpo`)."""
+        from ratchet.engine.models.policy import scored_example, train_grpo
+
+        def train(model: Any, examples: Any, tokenizer: Any) -> list[float]:
+            return train_grpo(model, examples, out, settings, start, progress)
+
+        def tokenize(tokenizer: Any, episode: Scored, max_tokens: int) -> Any:
+            return scored_example(tokenizer, episode, max_tokens, self.render)
+
+        return self._train(tokenize, train, episodes, settings)
+
+    def _train(
+        self,
+        tokenize: Callable[[Any, Any, int], Any],
+        train: Callable[[Any, Any, Any], list[float]],
+        data: Sequence[Any],
+        settings: LoraSettings,
+    ) -> TrainResult | None:
+        """Load the model, tokenise ``data`` (dropping what does not fit) and ``train`` on it."""
         import torch
 
         from ratchet.engine.models.local import load
 
         model, tokenizer = load(self.path)
         examples = [
-            e
-            for e in (to_example(tokenizer, t, settings.max_tokens, self.render) for t in episodes)
-            if e
+            e for e in (tokenize(tokenizer, item, settings.max_tokens) for item in data) if e
         ]
         if not examples:
             return None
         if torch.cuda.is_available():
             model = model.to("cuda")
-        losses = train_lora(model, tokenizer, examples, out, settings, progress)
-        return TrainResult(len(examples), tuple(losses))
-
-
-@dataclass(frozen=True)
-class Example:
-    """One tokenised training sequence.
-
-    Attributes:
-        input_ids: Token ids of the whole conversation.
-        assistant_masks: 1 on the tokens the loss is computed on, else 0.
-        pattern: The episode's sequence of tool names, for balancing (see :func:`train_lora`).
-    """
-
-    input_ids: list[int]
-    assistant_masks: list[int]
-    pattern: str = ""
-
-
-def to_example(
-    tokenizer: Any, trajectory: Trajectory, max_tokens: int = 1024, render: Render = render_prompt
-) -> Example | None:
-    """Tokenise an episode as ``render`` prompts the model, masking all but good actions.
-
-    Returns ``None`` if no assistant turn is left to learn from or the sequence is too long.
-    """
-    messages = list(trajectory.messages)
-    ids: list[int] = []
-    mask: list[int] = []
-    rendered = ""
-    assistant_turn = 0
-    for index, message in enumerate(messages):
-        if message["role"] != "assistant":
-            continue
-        step = trajectory.steps[assistant_turn] if assistant_turn < len(trajectory.steps) else None
-        assistant_turn += 1
-        prefix = render(tokenizer, Prompt(tuple(messages[:index]), trajectory.tools), True)
-        full = render(tokenizer, Prompt(tuple(messages[: index + 1]), trajectory.tools), False)
-        if not prefix.startswith(rendered) or not full.startswith(prefix):
-            return None  # a chat template that re-renders history cannot be trained this way
-        context = tokenizer(prefix[len(rendered) :], add_special_tokens=False)["input_ids"]
-        target_text = full[len(prefix) :].rstrip("\n")
-        target = tokenizer(target_text, add_special_tokens=False)["input_ids"]
-        learn = step is not None and step.call is not None and not step.failed
-        ids += context + target
-        mask += [0] * len(context) + [int(learn)] * len(target)
-        rendered = prefix + target_text
-    if not any(mask) or len(ids) > max_tokens:
-        return None
-    pattern = ",".join(step.call.name for step in trajectory.steps if step.call is not None)
-    return Example(ids, mask, pattern)
+        return TrainResult(len(examples), tuple(train(model, examples, tokenizer)))
 
 
 def train_lora(
@@ -136,42 +140,17 @@ def train_lora(
     its favourite tool most), and uniform batches would teach the habit back; balanced ones
     teach every way of solving that was verified, which is what counters exploration collapse.
     """
-    import peft
-    import torch
-    import transformers
-
-    torch.manual_seed(settings.seed)
-    lora = peft.LoraConfig(
-        r=settings.rank,
-        lora_alpha=2 * settings.rank,
-        lora_dropout=0.0,
-        target_modules=LORA_TARGETS,
-        task_type="CAUSAL_LM",
-    )
-    trainable = peft.get_peft_model(model, lora)
-    trainable.train()
-    parameters = [p for p in trainable.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(parameters, lr=settings.learning_rate, weight_decay=0.0)
-    schedule = transformers.get_cosine_schedule_with_warmup(
-        optimizer, max(1, settings.steps // 10), settings.steps
-    )
+    trainable = lora_model(model, settings)
     patterns = Counter(e.pattern for e in examples)
     weights = [1 / patterns[e.pattern] for e in examples]
     rng = random.Random(settings.seed)
-    losses = []
-    bar = progress.add_task("training", total=settings.steps) if progress else None
-    for _ in range(settings.steps):
+    pad_id = int(tokenizer.pad_token_id or 0)
+
+    def loss(step: int) -> Any:
         batch = rng.choices(examples, weights=weights, k=settings.batch_size)
-        inputs = _collate(batch, int(tokenizer.pad_token_id or 0), trainable.device)
-        loss = trainable(**inputs).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(parameters, 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
-        losses.append(float(loss.detach()))
-        if progress is not None and bar is not None:
-            progress.update(bar, advance=1, description=f"training (loss {losses[-1]:.3f})")
+        return trainable(**_collate(batch, pad_id, trainable.device)).loss
+
+    losses = optimise(trainable, loss, settings, progress, "training")
     trainable.save_pretrained(str(out))
     return losses
 

@@ -11,14 +11,20 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ratchet.improve.levers.base import Lever, LeverContext
+from ratchet.improve.levers.demos import DemosLever
 from ratchet.improve.levers.exemplars import ExemplarLever
+from ratchet.improve.levers.grpo import GrpoLever
 from ratchet.improve.levers.insights import InsightLever
+from ratchet.improve.levers.pairs import PairsLever
 from ratchet.improve.levers.rft import RftLever
 
 BUILTIN: dict[str, Callable[..., Lever]] = {
     "exemplars": ExemplarLever,
     "insights": InsightLever,
     "rft": RftLever,
+    "pairs": PairsLever,
+    "grpo": GrpoLever,
+    "demos": DemosLever,
 }
 
 __all__ = ["BUILTIN", "Lever", "LeverContext", "make_levers"]

@@ -32,6 +32,8 @@ class LeverContext:
         version: The version id the candidate will get.
         seed: Seed for anything random.
         progress: Progress display for long steps, or ``None``.
+        incumbent_dir: The incumbent's agent directory (its adapter path is relative to it),
+            ``None`` for built-in agents.
     """
 
     env: Env
@@ -44,6 +46,7 @@ class LeverContext:
     version: str
     seed: int = 0
     progress: Progress | None = None
+    incumbent_dir: Path | None = None
 
 
 class Lever(Protocol):

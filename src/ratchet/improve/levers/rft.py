@@ -10,10 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ratchet.core.agent import Agent
-from ratchet.engine.models.base import LoraSettings
 from ratchet.improve.levers.base import LeverContext
-
-ADAPTER_DIR = "adapter"
+from ratchet.improve.levers.weights import (
+    ADAPTER_DIR,
+    adapter_candidate,
+    lora_settings,
+    trainer_of,
+)
 
 
 @dataclass(frozen=True)
@@ -41,29 +44,12 @@ class RftLever:
         Raises:
             ValueError: If the incumbent's weights cannot be trained (no trainer).
         """
-        if context.trainer is None:
-            raise ValueError(
-                f"the rft lever cannot train {context.incumbent.model!r}: use --model local, "
-                "or for a served model pass --weights PATH (its Hugging Face weights)"
-            )
+        trainer = trainer_of(context, self.name)
         successes = [t for t in context.experience if t.passed and t.task.env == context.env.name][
             -self.max_examples :
         ]
-        settings = LoraSettings(
-            self.steps, self.batch_size, self.learning_rate, self.lora_rank, seed=context.seed
-        )
-        result = context.trainer.sft(
-            successes, context.workdir / ADAPTER_DIR, settings, context.progress
-        )
+        settings = lora_settings(self, context)
+        result = trainer.sft(successes, context.workdir / ADAPTER_DIR, settings, context.progress)
         if result is None:
             return None
-        return context.incumbent.derive(
-            context.version,
-            self.name,
-            adapter=ADAPTER_DIR,
-            notes={
-                "trained_on": result.examples,
-                "steps": self.steps,
-                "losses": list(result.losses),
-            },
-        )
+        return adapter_candidate(context, self.name, result)

@@ -1,0 +1,274 @@
+"""Learning from failures too: DPO and GRPO training of LoRA adapters for ``local`` models.
+
+Both continue the incumbent's adapter (or a fresh one, which starts as the identity) and hold
+the policy to its starting point, the *reference*: the incumbent, whose episodes the data came
+from. The reference's log-probabilities are computed once before the first step, so no second
+model is kept in memory.
+
+- :func:`train_dpo`: a :class:`~ratchet.engine.models.base.Preference` pair is a prompt (the
+  conversation up to a state) and two actions taken there; the loss is DPO's
+  ``-log sigmoid(beta * ((chosen - ref chosen) - (rejected - ref rejected)))`` over the actions'
+  summed token log-probabilities.
+- :func:`train_grpo`: each episode's assistant tokens (failed actions included) are reinforced
+  by its advantage with GRPO's clipped surrogate ``min(r A, clip(r, 1 - c, 1 + c) A)`` per token,
+  ``r`` the policy-to-reference probability ratio, plus ``beta`` times the k3 estimate of the
+  KL divergence to the reference, averaged over each episode's tokens and then over the batch.
+
+Log-probabilities are computed from the hidden states of the action tokens alone (the language
+model head runs on those rows, not on every position of the batch), which keeps a step's memory
+at the size of the SFT step's.
+
+Why not TRL's ``DPOTrainer``: on the same 32 pairs (about 220 tokens a sequence), batch of 4
+pairs, fresh rank-16 LoRA and precomputed reference, a TRL 1.16 ``DPOTrainer`` step took 1.9
+times as long as this loop's (median 46.6 s against 24.7 s on 2 shared, busy cores with one
+thread, alternating runs; ``bench/preference_training.py``), its reference pass took minutes,
+and it re-tokenises text pairs itself (no pre-tokenised input), so what it trains on could
+differ from what the local backend prompts with at a token boundary. GRPO is trained offline
+from the stored groups because TRL's ``GRPOTrainer`` samples its own completions and does not
+recognise SmolLM2's chat template for tool calls.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from rich.progress import Progress
+
+from ratchet.engine.models.base import LoraSettings, Preference, Prompt, Scored
+from ratchet.engine.models.lora import lora_model, optimise, to_example
+from ratchet.engine.models.render import Render, render_prompt
+
+Sequence_ = tuple[list[int], list[int]]
+"""``(input_ids, action_mask)``: one tokenised sequence, 1 on the tokens whose log-prob counts."""
+
+
+@dataclass(frozen=True)
+class PairExample:
+    """One tokenised preference pair.
+
+    Attributes:
+        prompt_ids: The rendered conversation up to the state, ending with the assistant turn's
+            opening.
+        chosen_ids: The preferred action's tokens (its closing token included).
+        rejected_ids: The other action's tokens.
+    """
+
+    prompt_ids: list[int]
+    chosen_ids: list[int]
+    rejected_ids: list[int]
+
+    def sequences(self) -> tuple[Sequence_, Sequence_]:
+        """The chosen and the rejected sequence, each masked to its action."""
+        prompt = [0] * len(self.prompt_ids)
+        return (
+            (self.prompt_ids + self.chosen_ids, prompt + [1] * len(self.chosen_ids)),
+            (self.prompt_ids + self.rejected_ids, prompt + [1] * len(self.rejected_ids)),
+        )
+
+
+@dataclass(frozen=True)
+class ScoredExample:
+    """One tokenised episode with its advantage.
+
+    Attributes:
+        input_ids: The whole rendered conversation.
+        action_mask: 1 on every assistant token.
+        advantage: How much to reinforce those tokens (negative: discourage).
+    """
+
+    input_ids: list[int]
+    action_mask: list[int]
+    advantage: float
+
+
+def pair_example(
+    tokenizer: Any, pair: Preference, max_tokens: int = 1024, render: Render = render_prompt
+) -> PairExample | None:
+    """Tokenise a pair as ``render`` prompts the model (default: as the local backend does).
+
+    Returns ``None`` if an action does not render as a continuation of the prompt, both actions
+    render alike, or the longer sequence exceeds ``max_tokens``.
+    """
+    prompt = render(tokenizer, Prompt(pair.messages, pair.tools), True)
+
+    def action(message: dict[str, Any]) -> list[int] | None:
+        full = render(tokenizer, Prompt((*pair.messages, message), pair.tools), False)
+        if not full.startswith(prompt):
+            return None
+        ids: list[int] = tokenizer(full[len(prompt) :].rstrip("\n"), add_special_tokens=False)[
+            "input_ids"
+        ]
+        return ids
+
+    prompt_ids: list[int] = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    chosen, rejected = action(pair.chosen), action(pair.rejected)
+    if not chosen or not rejected or chosen == rejected:
+        return None
+    if len(prompt_ids) + max(len(chosen), len(rejected)) > max_tokens:
+        return None
+    return PairExample(prompt_ids, chosen, rejected)
+
+
+def scored_example(
+    tokenizer: Any, scored: Scored, max_tokens: int = 1024, render: Render = render_prompt
+) -> ScoredExample | None:
+    """Tokenise an episode with every assistant turn in the mask (failed ones too)."""
+    example = to_example(tokenizer, scored.trajectory, max_tokens, failed=True, render=render)
+    if example is None:
+        return None
+    return ScoredExample(example.input_ids, example.assistant_masks, scored.advantage)
+
+
+def token_logps(model: Any, batch: Sequence[Sequence_], pad_id: int = 0) -> list[Any]:
+    """Each sequence's log-probabilities of its masked tokens (a 1-D tensor per sequence).
+
+    The model's trunk runs on the right-padded batch; its head only on the positions that
+    predict a masked token.
+    """
+    import torch
+
+    width = max(len(ids) for ids, _ in batch)
+    device = model.device
+    ids = torch.tensor([list(i) + [pad_id] * (width - len(i)) for i, _ in batch], device=device)
+    attention = torch.tensor(
+        [[1] * len(i) + [0] * (width - len(i)) for i, _ in batch], device=device
+    )
+    mask = torch.tensor([list(m) + [0] * (width - len(m)) for _, m in batch], device=device).bool()
+    causal = model.get_base_model() if hasattr(model, "get_base_model") else model
+    hidden = causal.get_decoder()(input_ids=ids, attention_mask=attention).last_hidden_state
+    targets = mask[:, 1:]
+    logits = causal.get_output_embeddings()(hidden[:, :-1][targets]).float()
+    picked = torch.log_softmax(logits, dim=-1).gather(1, ids[:, 1:][targets].unsqueeze(1))
+    counts = targets.sum(dim=1).tolist()
+    return list(torch.split(picked.squeeze(1), counts))
+
+
+def _reference(model: Any, sequences: Sequence[Sequence_], batch_size: int) -> list[Any]:
+    """Token log-probabilities of every sequence under ``model`` as it is now (no gradients)."""
+    import torch
+
+    model.eval()
+    found: list[Any] = []
+    with torch.no_grad():
+        for start in range(0, len(sequences), batch_size):
+            found.extend(token_logps(model, sequences[start : start + batch_size]))
+    model.train()
+    return found
+
+
+def train_dpo(
+    model: Any,
+    examples: Sequence[PairExample],
+    out: Path,
+    settings: LoraSettings,
+    start: Path | None = None,
+    progress: Progress | None = None,
+) -> list[float]:
+    """Train an adapter on ``examples`` with the DPO loss, save it to ``out``, return the losses.
+
+    Args:
+        model: The base model (its weights stay frozen).
+        examples: Tokenised pairs.
+        out: Where the adapter is saved.
+        settings: Steps, batch size (pairs per step), learning rate, ``beta``.
+        start: The adapter to continue (the reference); ``None`` for a fresh one.
+        progress: Progress display, or ``None``.
+    """
+    build = partial(_dpo_loss, examples, settings)
+    return _fit(model, build, out, settings, start, progress, "training (dpo)")
+
+
+def train_grpo(
+    model: Any,
+    examples: Sequence[ScoredExample],
+    out: Path,
+    settings: LoraSettings,
+    start: Path | None = None,
+    progress: Progress | None = None,
+) -> list[float]:
+    """Train an adapter with GRPO's clipped objective, save it to ``out``, return the losses.
+
+    Args:
+        model: The base model (its weights stay frozen).
+        examples: Tokenised episodes with their advantages.
+        out: Where the adapter is saved.
+        settings: Steps, batch size (episodes per step), learning rate, ``beta``, ``clip``.
+        start: The adapter to continue (the reference); ``None`` for a fresh one.
+        progress: Progress display, or ``None``.
+    """
+    build = partial(_grpo_loss, examples, settings)
+    return _fit(model, build, out, settings, start, progress, "training (grpo)")
+
+
+Loss = Callable[[int], Any]
+
+
+def _fit(
+    model: Any,
+    build: Callable[[Any, random.Random], Loss],
+    out: Path,
+    settings: LoraSettings,
+    start: Path | None,
+    progress: Progress | None,
+    label: str,
+) -> list[float]:
+    """Wrap ``model`` with the adapter, optimise the loss ``build`` makes for it, save it."""
+    trainable = lora_model(model, settings, start)
+    losses = optimise(
+        trainable, build(trainable, random.Random(settings.seed)), settings, progress, label
+    )
+    trainable.save_pretrained(str(out))
+    return losses
+
+
+def _dpo_loss(
+    examples: Sequence[PairExample], settings: LoraSettings, trainable: Any, rng: random.Random
+) -> Loss:
+    import torch
+
+    chosen = [e.sequences()[0] for e in examples]
+    rejected = [e.sequences()[1] for e in examples]
+    reference = [
+        torch.stack([logps.sum() for logps in _reference(trainable, side, settings.batch_size)])
+        for side in (chosen, rejected)
+    ]
+
+    def loss(step: int) -> Any:
+        picked = rng.choices(range(len(examples)), k=settings.batch_size)
+        sequences = [chosen[i] for i in picked] + [rejected[i] for i in picked]
+        summed = torch.stack([logps.sum() for logps in token_logps(trainable, sequences)])
+        policy_chosen, policy_rejected = summed[: len(picked)], summed[len(picked) :]
+        index = torch.tensor(picked, device=reference[0].device)
+        margin = (policy_chosen - reference[0][index]) - (policy_rejected - reference[1][index])
+        return -torch.nn.functional.logsigmoid(settings.beta * margin).mean()
+
+    return loss
+
+
+def _grpo_loss(
+    examples: Sequence[ScoredExample], settings: LoraSettings, trainable: Any, rng: random.Random
+) -> Loss:
+    import torch
+
+    sequences = [(e.input_ids, e.action_mask) for e in examples]
+    reference = _reference(trainable, sequences, settings.batch_size)
+
+    def loss(step: int) -> Any:
+        picked = rng.choices(range(len(examples)), k=settings.batch_size)
+        current = token_logps(trainable, [sequences[i] for i in picked])
+        per_episode = []
+        for i, logps in zip(picked, current, strict=True):
+            advantage, old = examples[i].advantage, reference[i]
+            ratio = torch.exp(logps - old)
+            clipped = torch.clamp(ratio, 1 - settings.clip, 1 + settings.clip)
+            surrogate = torch.minimum(ratio * advantage, clipped * advantage)
+            kl = torch.exp(old - logps) - (old - logps) - 1
+            per_episode.append((settings.beta * kl - surrogate).mean())
+        return torch.stack(per_episode).mean()
+
+    return loss

@@ -1,0 +1,105 @@
+"""Group-relative policy optimisation, offline, over the incumbent's own stored samples.
+
+The k samples the incumbent played of a training task form a group; each episode's advantage
+is its verdict score minus the group's mean, divided by the group's standard deviation. A group
+whose scores are all equal (all passed, or all failed) says nothing about which actions were
+better and is skipped. The trainer (:meth:`~ratchet.engine.models.base.Trainer.grpo`) continues
+the incumbent's adapter and clips each token's probability ratio to the incumbent, which played
+the samples, with a KL penalty to it.
+
+Warm start: GRPO pays off only once the agent succeeds sometimes, so it is meant to follow
+``rft``: with ``--levers rft,grpo`` the first rounds' ``rft`` adapter, once accepted, is the
+incumbent's and so GRPO's starting point; on a cold start its groups are all failures and it
+proposes nothing. Only the incumbent's own samples are used, since the ratio is taken to it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ratchet.core.agent import Agent
+from ratchet.core.trajectory import Trajectory
+from ratchet.engine.models.base import Scored
+from ratchet.improve.levers.base import LeverContext
+from ratchet.improve.levers.pairs import groups
+from ratchet.improve.levers.weights import (
+    ADAPTER_DIR,
+    adapter_candidate,
+    incumbent_adapter,
+    lora_settings,
+    played,
+    trainer_of,
+)
+
+
+def advantages(group: Sequence[Trajectory]) -> list[float] | None:
+    """Group-relative advantages of the samples of one task, or ``None`` if all score alike."""
+    scores = [t.score for t in group]
+    if len(scores) < 2 or max(scores) == min(scores):
+        return None
+    mean, spread = statistics.fmean(scores), statistics.pstdev(scores)
+    return [(score - mean) / spread for score in scores]
+
+
+def scored_groups(grouped: dict[str, list[Trajectory]], limit: int) -> list[Scored]:
+    """The episodes of the informative groups with their advantages, newest groups first."""
+    found: list[Scored] = []
+    for samples in reversed(list(grouped.values())):
+        relative = advantages(samples)
+        if relative is None:
+            continue
+        found.extend(Scored(t, a) for t, a in zip(samples, relative, strict=True))
+        if len(found) >= limit:
+            break
+    return found
+
+
+@dataclass(frozen=True)
+class GrpoLever:
+    """Propose the incumbent's adapter trained with GRPO on its own groups of samples.
+
+    Attributes:
+        steps: Optimiser steps per proposal.
+        batch_size: Episodes per step.
+        learning_rate: AdamW learning rate for the adapter.
+        beta: Weight of the KL penalty to the incumbent.
+        clip: Each token's probability ratio to the incumbent counts only within ``1 +- clip``.
+        lora_rank: LoRA rank of a fresh adapter (a continued one keeps its own).
+        max_episodes: Most episodes trained on (whole groups, newest first).
+    """
+
+    steps: int = 30
+    batch_size: int = 4
+    learning_rate: float = 2e-4
+    beta: float = 0.04
+    clip: float = 0.2
+    lora_rank: int = 16
+    max_episodes: int = 512
+    name: str = "grpo"
+
+    def propose(self, context: LeverContext) -> Agent | None:
+        """Train on the scored groups and return the candidate, or ``None`` without one.
+
+        Raises:
+            ValueError: If the incumbent's weights cannot be trained (no trainer).
+        """
+        trainer = trainer_of(context, self.name)
+        own = groups(
+            t
+            for t in context.experience
+            if played(context, t) and t.agent == context.incumbent.version
+        )
+        episodes = scored_groups(own, self.max_episodes)
+        if not episodes:
+            return None
+        settings = lora_settings(self, context, beta=self.beta, clip=self.clip)
+        out = context.workdir / ADAPTER_DIR
+        result = trainer.grpo(episodes, out, settings, incumbent_adapter(context), context.progress)
+        if result is None:
+            return None
+        groups_used = len({s.trajectory.task.id for s in episodes})
+        return adapter_candidate(
+            context, self.name, result, groups=groups_used, beta=self.beta, clip=self.clip
+        )

@@ -1,0 +1,138 @@
+"""Learning from failures: DPO on actions that parted a success from a failure at one state.
+
+The k samples of a task start in the same world. Where a passed and a failed episode of the
+same task made the same calls with the same results up to some turn and then acted differently,
+that turn is a state at which one action led to success and the other to failure: a preference
+pair (chosen: the success's action; rejected: the failure's), with the conversation so far as
+the prompt. The trainer's DPO loss (:meth:`~ratchet.engine.models.base.Trainer.dpo`) raises the
+chosen action over the rejected one relative to the incumbent, which is the reference and the
+starting point (its adapter is continued). Hindsight replays are left out: they are successes
+of other tasks, with no sibling samples.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ratchet.core.agent import Agent
+from ratchet.core.trajectory import Step, Trajectory
+from ratchet.engine.models.base import Preference
+from ratchet.improve.levers.base import LeverContext
+from ratchet.improve.levers.weights import (
+    ADAPTER_DIR,
+    adapter_candidate,
+    incumbent_adapter,
+    lora_settings,
+    played,
+    trainer_of,
+)
+
+
+def groups(episodes: Iterable[Trajectory]) -> dict[str, list[Trajectory]]:
+    """Episodes by task id, in the order given."""
+    found: dict[str, list[Trajectory]] = defaultdict(list)
+    for episode in episodes:
+        found[episode.task.id].append(episode)
+    return dict(found)
+
+
+def _action(step: Step) -> str:
+    if step.call is None:
+        return json.dumps(["", step.output])
+    return json.dumps([step.call.name, step.call.arguments], sort_keys=True)
+
+
+def _assistant_messages(trajectory: Trajectory) -> list[int]:
+    return [i for i, m in enumerate(trajectory.messages) if m.get("role") == "assistant"]
+
+
+def parting(success: Trajectory, failure: Trajectory) -> Preference | None:
+    """The pair at the first turn where ``success`` and ``failure`` acted differently.
+
+    ``None`` when they never did (one stopped first) or their worlds answered the same action
+    differently before they parted (then the states were not the same).
+    """
+    for turn, (good, bad) in enumerate(zip(success.steps, failure.steps, strict=False)):
+        if _action(good) == _action(bad):
+            if good.observation.text != bad.observation.text:
+                return None
+            continue
+        positions = (_assistant_messages(success), _assistant_messages(failure))
+        if turn >= min(len(p) for p in positions):
+            return None
+        at = positions[0][turn]
+        return Preference(
+            messages=success.messages[:at],
+            tools=success.tools,
+            chosen=success.messages[at],
+            rejected=failure.messages[positions[1][turn]],
+            task_id=success.task.id,
+            turn=turn,
+        )
+    return None
+
+
+def mine_pairs(grouped: dict[str, list[Trajectory]], limit: int) -> list[Preference]:
+    """Every distinct pair from tasks with both a passed and a failed sample, newest tasks first.
+
+    Args:
+        grouped: Samples per task (see :func:`groups`).
+        limit: Most pairs returned.
+    """
+    found: dict[str, Preference] = {}
+    for samples in reversed(list(grouped.values())):
+        successes = [t for t in samples if t.passed]
+        failures = [t for t in samples if not t.passed]
+        for success in successes:
+            for failure in failures:
+                pair = parting(success, failure)
+                if pair is None:
+                    continue
+                key = json.dumps([pair.task_id, pair.turn, pair.chosen, pair.rejected], default=str)
+                found.setdefault(key, pair)
+                if len(found) >= limit:
+                    return list(found.values())[:limit]
+    return list(found.values())[:limit]
+
+
+@dataclass(frozen=True)
+class PairsLever:
+    """Propose the incumbent's adapter trained with DPO on pairs mined from its samples.
+
+    Attributes:
+        steps: Optimiser steps per proposal.
+        batch_size: Pairs per step.
+        learning_rate: AdamW learning rate for the adapter.
+        beta: DPO's beta: how strongly the policy is held to the incumbent.
+        lora_rank: LoRA rank of a fresh adapter (a continued one keeps its own).
+        max_pairs: Most pairs trained on (from the newest tasks).
+    """
+
+    steps: int = 30
+    batch_size: int = 4
+    learning_rate: float = 2e-4
+    beta: float = 0.1
+    lora_rank: int = 16
+    max_pairs: int = 512
+    name: str = "pairs"
+
+    def propose(self, context: LeverContext) -> Agent | None:
+        """Train on the mined pairs and return the candidate, or ``None`` without a pair.
+
+        Raises:
+            ValueError: If the incumbent's weights cannot be trained (no trainer).
+        """
+        trainer = trainer_of(context, self.name)
+        real = groups(t for t in context.experience if played(context, t))
+        pairs = mine_pairs(real, self.max_pairs)
+        if not pairs:
+            return None
+        settings = lora_settings(self, context, beta=self.beta)
+        out = context.workdir / ADAPTER_DIR
+        result = trainer.dpo(pairs, out, settings, incumbent_adapter(context), context.progress)
+        if result is None:
+            return None
+        return adapter_candidate(context, self.name, result, pairs=len(pairs), beta=self.beta)

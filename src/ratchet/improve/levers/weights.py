@@ -1,0 +1,103 @@
+"""What the weight levers (``rft``, ``pairs``, ``grpo``, ``demos``) share.
+
+Each trains a LoRA adapter through the context's :class:`~ratchet.engine.models.base.Trainer`
+into ``adapter/`` of the candidate's directory and records what it trained on in the
+candidate's notes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from ratchet.core.agent import Agent
+from ratchet.core.trajectory import Trajectory
+from ratchet.engine.models.base import LoraSettings, Trainer, TrainResult
+from ratchet.improve.levers.base import LeverContext
+
+ADAPTER_DIR = "adapter"
+
+
+class WeightLever(Protocol):
+    """The training settings every weight lever has."""
+
+    @property
+    def steps(self) -> int:
+        """Optimiser steps per proposal."""
+        ...
+
+    @property
+    def batch_size(self) -> int:
+        """Sequences (or pairs) per step."""
+        ...
+
+    @property
+    def learning_rate(self) -> float:
+        """AdamW learning rate."""
+        ...
+
+    @property
+    def lora_rank(self) -> int:
+        """Rank of a fresh adapter."""
+        ...
+
+
+def lora_settings(
+    lever: WeightLever, context: LeverContext, beta: float | None = None, clip: float | None = None
+) -> LoraSettings:
+    """``lever``'s training settings, seeded by the context, with ``beta`` and ``clip`` if set."""
+    settings = LoraSettings(
+        lever.steps, lever.batch_size, lever.learning_rate, lever.lora_rank, seed=context.seed
+    )
+    return replace(
+        settings,
+        beta=settings.beta if beta is None else beta,
+        clip=settings.clip if clip is None else clip,
+    )
+
+
+def trainer_of(context: LeverContext, lever: str) -> Trainer:
+    """The context's trainer.
+
+    Raises:
+        ValueError: If the incumbent's weights cannot be trained (no trainer).
+    """
+    if context.trainer is None:
+        raise ValueError(
+            f"the {lever} lever cannot train {context.incumbent.model!r}: use --model local, "
+            "or for a served model pass --weights PATH (its Hugging Face weights)"
+        )
+    return context.trainer
+
+
+def incumbent_adapter(context: LeverContext) -> Path | None:
+    """The incumbent's adapter directory, where ``pairs`` and ``grpo`` start from, if any."""
+    return context.incumbent.adapter_path(context.incumbent_dir)
+
+
+def played(context: LeverContext, trajectory: Trajectory) -> bool:
+    """Whether ``trajectory`` is a real episode in this env (not a hindsight replay)."""
+    return (
+        trajectory.task.env == context.env.name
+        and trajectory.verdict is not None
+        and trajectory.error is None
+        and not trajectory.metadata.get("hindsight")
+    )
+
+
+def adapter_candidate(
+    context: LeverContext, lever: str, result: TrainResult, **notes: Any
+) -> Agent:
+    """The incumbent with the adapter just trained, its training recorded in the notes."""
+    return context.incumbent.derive(
+        context.version,
+        lever,
+        adapter=ADAPTER_DIR,
+        notes={
+            "trained_on": result.examples,
+            "steps": len(result.losses),
+            "losses": list(result.losses),
+            **notes,
+        },
+    )

@@ -1,0 +1,200 @@
+"""DPO and GRPO training on a tiny random model: what the losses do to the policy."""
+
+import math
+
+import pytest
+
+from ratchet.core.task import Task
+from ratchet.core.tool import ToolCall
+from ratchet.core.trajectory import Observation, Step, Trajectory, assistant_message, tool_message
+from ratchet.engine.models.base import LoraSettings, Preference, Scored
+from ratchet.engine.models.policy import (
+    PairExample,
+    ScoredExample,
+    pair_example,
+    scored_example,
+    token_logps,
+    train_dpo,
+    train_grpo,
+)
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+VOCAB = 128
+
+
+class CharTokenizer:
+    """A chat tokenizer with one token per character (enough to test rendering and masks)."""
+
+    eos_token = "\x03"
+    pad_token_id = 0
+
+    def apply_chat_template(self, conversation, tokenize=False, add_generation_prompt=False):
+        text = "".join(f"<{m['role']}>{m['content']}\x03\n" for m in conversation)
+        return text + ("<assistant>" if add_generation_prompt else "")
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [1 + ord(c) % (VOCAB - 1) for c in text]}
+
+
+def tiny_model():
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=256,
+    )
+    return transformers.LlamaForCausalLM(config)
+
+
+def call(name, **arguments):
+    return ToolCall(name, arguments, id="call_0")
+
+
+MESSAGES = ({"role": "system", "content": "solve"}, {"role": "user", "content": "Compute 2 + 3."})
+
+
+def test_a_pair_renders_as_prompt_plus_each_action():
+    pair = Preference(
+        MESSAGES,
+        (),
+        assistant_message(call("add", a=2, b=3)),
+        assistant_message(call("finish", answer="")),
+    )
+    tokenizer = CharTokenizer()
+    example = pair_example(tokenizer, pair)
+    assert example is not None
+    prompt = tokenizer.apply_chat_template(
+        [{"role": m["role"], "content": m["content"]} for m in MESSAGES],
+        add_generation_prompt=True,
+    )
+    assert example.prompt_ids == tokenizer(prompt)["input_ids"]
+    decoded = "".join(chr(i - 1) for i in example.chosen_ids)
+    assert decoded.startswith('{"name": "add"') and decoded.endswith("\x03")
+    chosen, rejected = example.sequences()
+    assert sum(chosen[1]) == len(example.chosen_ids)
+    assert sum(rejected[1]) == len(example.rejected_ids)
+    assert pair_example(tokenizer, pair, max_tokens=len(example.prompt_ids)) is None
+    same = Preference(MESSAGES, (), pair.chosen, pair.chosen)
+    assert pair_example(tokenizer, same) is None
+
+
+def test_a_scored_episode_masks_every_action_failed_ones_too():
+    bad = call("add", a="x", b=3)
+    good = ToolCall("finish", {"answer": "5"}, id="call_1")
+    steps = (
+        Step(bad, Observation("Error: a must be a number", error="a must be a number")),
+        Step(good, Observation("Answer submitted.", done=True)),
+    )
+    messages = (
+        *MESSAGES,
+        assistant_message(bad),
+        tool_message(bad, "Error: a must be a number"),
+        assistant_message(good),
+        tool_message(good, "Answer submitted."),
+    )
+    task = Task("calc-x", "calc", "Compute 2 + 3.", "train")
+    episode = Trajectory(task, "base", "1", messages, steps=steps)
+    example = scored_example(CharTokenizer(), Scored(episode, -0.5))
+    assert example is not None and example.advantage == -0.5
+    masked = "".join(
+        chr(i - 1) for i, m in zip(example.input_ids, example.action_mask, strict=True) if m
+    )
+    assert '"a": "x"' in masked and '"answer": "5"' in masked
+
+
+def test_token_logps_match_the_full_softmax():
+    model = tiny_model()
+    ids = [5, 9, 17, 33, 2, 7]
+    mask = [0, 0, 1, 1, 0, 1]
+    got = token_logps(model, [(ids, mask), (ids[:4], mask[:4])])
+    logits = model(torch.tensor([ids])).logits[0]
+    full = torch.log_softmax(logits.float(), dim=-1)
+    expected = [float(full[t - 1, ids[t]]) for t in range(1, len(ids)) if mask[t]]
+    assert [round(float(x), 4) for x in got[0]] == [round(x, 4) for x in expected]
+    assert len(got[1]) == 2
+
+
+def margin(model, example):
+    chosen, rejected = example.sequences()
+    with torch.no_grad():
+        logps = token_logps(model, [chosen, rejected])
+    return float(logps[0].sum() - logps[1].sum())
+
+
+def lora_b_norm(directory):
+    from safetensors.torch import load_file
+
+    weights = load_file(str(directory / "adapter_model.safetensors"))
+    return sum(float(w.abs().sum()) for name, w in weights.items() if "lora_B" in name)
+
+
+def test_dpo_raises_the_chosen_action_over_the_rejected_one(tmp_path):
+    import peft
+
+    examples = [PairExample([3, 4, 5, 6], [10, 11, 12], [20, 21]), PairExample([7, 8], [30], [40])]
+    before = [margin(tiny_model(), e) for e in examples]
+    settings = LoraSettings(steps=12, batch_size=2, learning_rate=5e-3, rank=4, beta=0.5)
+    losses = train_dpo(tiny_model(), examples, tmp_path / "a", settings)
+    assert math.isclose(losses[0], math.log(2), rel_tol=1e-3)  # the reference is the start
+    assert losses[-1] < losses[0]
+    assert lora_b_norm(tmp_path / "a") > 0
+    trained = peft.PeftModel.from_pretrained(tiny_model(), str(tmp_path / "a"))
+    after = [margin(trained, e) for e in examples]
+    assert all(a > b + 0.1 for a, b in zip(after, before, strict=True))
+
+
+def test_dpo_continues_an_adapter_and_holds_to_it_as_the_reference(tmp_path):
+    import peft
+
+    examples = [PairExample([3, 4, 5, 6], [10, 11, 12], [20, 21])]
+    settings = LoraSettings(steps=6, batch_size=1, learning_rate=5e-3, rank=4, beta=0.5)
+    train_dpo(tiny_model(), examples, tmp_path / "first", settings)
+    start = peft.PeftModel.from_pretrained(tiny_model(), str(tmp_path / "first"))
+    losses = train_dpo(tiny_model(), examples, tmp_path / "second", settings, tmp_path / "first")
+    assert math.isclose(losses[0], math.log(2), rel_tol=1e-3)
+    second = peft.PeftModel.from_pretrained(tiny_model(), str(tmp_path / "second"))
+    assert margin(second, examples[0]) > margin(start, examples[0])
+
+
+def test_grpo_makes_good_actions_likelier_and_bad_ones_rarer(tmp_path):
+    import peft
+
+    good = ScoredExample([3, 4, 5, 10, 11], [0, 0, 0, 1, 1], 1.0)
+    bad = ScoredExample([3, 4, 5, 20, 21], [0, 0, 0, 1, 1], -1.0)
+
+    def logp(model, example):
+        with torch.no_grad():
+            return float(token_logps(model, [(example.input_ids, example.action_mask)])[0].sum())
+
+    base = tiny_model()
+    before = (logp(base, good), logp(base, bad))
+    settings = LoraSettings(steps=12, batch_size=2, learning_rate=5e-3, rank=4, beta=0.04)
+    losses = train_grpo(tiny_model(), [good, bad], tmp_path / "g", settings)
+    assert lora_b_norm(tmp_path / "g") > 0
+    assert losses[0] == pytest.approx(-(sum(a for a in [1.0, -1.0]) / 2), abs=1.0)
+    trained = peft.PeftModel.from_pretrained(tiny_model(), str(tmp_path / "g"))
+    assert logp(trained, good) > before[0] and logp(trained, bad) < before[1]
+
+
+def test_grpo_clipping_stops_the_push_once_the_ratio_leaves_the_range(tmp_path):
+    import peft
+
+    good = ScoredExample([3, 4, 5, 10, 11], [0, 0, 0, 1, 1], 1.0)
+
+    def moved(clip):
+        settings = LoraSettings(
+            steps=12, batch_size=1, learning_rate=5e-2, rank=4, beta=0.0, clip=clip
+        )
+        out = tmp_path / f"clip{clip}"
+        train_grpo(tiny_model(), [good], out, settings)
+        model = peft.PeftModel.from_pretrained(tiny_model(), str(out))
+        with torch.no_grad():
+            return float(token_logps(model, [(good.input_ids, good.action_mask)])[0].sum())
+
+    assert moved(0.05) < moved(10.0)
