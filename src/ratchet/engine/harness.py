@@ -16,13 +16,13 @@ import math
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ratchet.core.agent import Agent
 from ratchet.core.env import Env, Session
-from ratchet.core.memory import Exemplar, demonstration
+from ratchet.core.memory import Exemplar, Skill, demonstration
 from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import (
@@ -35,6 +35,7 @@ from ratchet.core.trajectory import (
 )
 from ratchet.core.verdict import Verdict
 from ratchet.engine.models.base import Completion, ModelError, Prompt
+from ratchet.engine.skills import offer, play_call
 
 CALL_FORMAT = '{"name": "<tool name>", "arguments": {<arguments>}}'
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
@@ -68,6 +69,7 @@ def run_episode(
     budget: Budget | None = None,
     *,
     demonstrations: Sequence[Exemplar] = (),
+    skills: Sequence[Skill] = (),
     sample: int = 0,
 ) -> Trajectory:
     """Play ``task`` with replies from ``policy`` and return the verified trajectory.
@@ -75,19 +77,22 @@ def run_episode(
     Args:
         env: The env that made the task.
         task: The task to play.
-        agent: The agent playing it (its system prompt, insights and version are used).
+        agent: The agent playing it (its system prompt, guidance, insights and version).
         policy: Where replies come from.
         budget: Turn, token and time budgets (default: :class:`Budget` with the agent's turns).
         demonstrations: Exemplars shown before the task, as earlier conversations.
+        skills: Skills offered as extra tools (see :mod:`ratchet.engine.skills`).
         sample: Index of this sample among the k drawn for the task.
     """
     budget = budget or Budget()
     if budget.max_turns is None:
         budget = replace(budget, max_turns=agent.max_turns)
-    messages: list[dict[str, Any]] = [system_message(agent)]
+    messages: list[dict[str, Any]] = [system_message(agent, task.env)]
     context = [turn for exemplar in demonstrations for turn in demonstration(exemplar)]
     steps: list[Step] = []
     first, truncated = Observation(""), False
+    tools: tuple[dict[str, Any], ...] = ()
+    offered: dict[str, Skill] = {}
     verdict: Verdict | None = None
     error: str | None = None
     tick, worked_s = time.perf_counter(), 0.0
@@ -97,19 +102,18 @@ def run_episode(
         return crashed(env, task, agent, sample, f"env failed to start: {exc!r}")
     try:
         first = session.reset()
+        tools, offered = offer(first.tools, skills)
         messages.append({"role": "user", "content": first.text})
         worked_s = time.perf_counter() - tick
         while not (steps and steps[-1].observation.done):
             if _over_budget(steps, worked_s, budget):
                 truncated = True
                 break
-            completion = policy(
-                Prompt((messages[0], *context, *messages[1:]), first.tools), len(steps)
-            )
+            completion = policy(Prompt((messages[0], *context, *messages[1:]), tools), len(steps))
             if completion.error is not None:
                 error = f"model error: {completion.error}"
                 break
-            step, replies = act(session, completion, len(steps))
+            step, replies = act(session, completion, len(steps), offered)
             steps.append(step)
             messages.extend(replies)
             worked_s += step.latency_s
@@ -126,7 +130,7 @@ def run_episode(
         agent=agent.version,
         env_version=env.version,
         messages=tuple(messages),
-        tools=first.tools,
+        tools=tools,
         steps=tuple(steps),
         verdict=verdict,
         model=agent.model,
@@ -145,16 +149,26 @@ def crashed(env: Env, task: Task, agent: Agent, sample: int, error: str) -> Traj
         task,
         agent.version,
         env.version,
-        (system_message(agent),),
+        (system_message(agent, task.env),),
         model=agent.model,
         sample=sample,
         error=error,
     )
 
 
-def act(session: Session, completion: Completion, turn: int) -> tuple[Step, list[dict[str, Any]]]:
-    """Parse the action in ``completion``, run it, and return the step and its chat messages."""
+def act(
+    session: Session,
+    completion: Completion,
+    turn: int,
+    skills: Mapping[str, Skill] | None = None,
+) -> tuple[Step, list[dict[str, Any]]]:
+    """Parse the action in ``completion``, run it, and return the step and its chat messages.
+
+    A call of one of ``skills`` runs the skill's steps through the session; the step records
+    the skill call and, as its ``substeps``, the calls beneath it.
+    """
     tick = time.perf_counter()
+    substeps: tuple[Step, ...] = ()
     action = parse_action(completion)
     if isinstance(action, str):
         message = f"{action}. Reply with one tool call as JSON: {CALL_FORMAT}"
@@ -166,7 +180,7 @@ def act(session: Session, completion: Completion, turn: int) -> tuple[Step, list
         call = None
     else:
         call = ToolCall(action.name, action.arguments, id=f"call_{turn}")
-        observation = session.step(call)
+        observation, substeps = play_call(session, call, skills or {})
         replies = [assistant_message(call), tool_message(call, observation.text)]
     step = Step(
         call,
@@ -175,6 +189,7 @@ def act(session: Session, completion: Completion, turn: int) -> tuple[Step, list
         prompt_tokens=completion.prompt_tokens,
         completion_tokens=completion.completion_tokens,
         latency_s=completion.latency_s + time.perf_counter() - tick,
+        substeps=substeps,
     )
     return step, replies
 
@@ -188,9 +203,11 @@ def _over_budget(steps: Sequence[Step], worked_s: float, budget: Budget) -> bool
     )
 
 
-def system_message(agent: Agent) -> dict[str, Any]:
-    """Return the system message: the agent's prompt plus the insights it has learned."""
+def system_message(agent: Agent, env: str | None = None) -> dict[str, Any]:
+    """Return the system message: the agent's prompt, its guidance for ``env``, its insights."""
     text = agent.system_prompt
+    if env is not None and agent.guidance.get(env):
+        text += "\n\n" + agent.guidance[env]
     if agent.insights:
         text += "\n\nRules learned from experience:\n" + "\n".join(
             f"- {i.rule}" for i in agent.insights

@@ -31,7 +31,7 @@ from rich.progress import (
 
 from ratchet.core.agent import Agent
 from ratchet.core.env import FINISH, Env
-from ratchet.core.memory import ExemplarIndex
+from ratchet.core.memory import ExemplarIndex, select_skills
 from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Trajectory
@@ -171,8 +171,16 @@ def _player(
             return model.complete([prompt], sampling)[0]
 
         demos = index.select(task, agent.exemplars_per_task, agent.exemplar_token_budget)
+        skills = select_skills(agent.skills, task, agent.skills_per_task)
         return run_episode(
-            env, task, agent, policy, config.budget, demonstrations=demos, sample=sample
+            env,
+            task,
+            agent,
+            policy,
+            config.budget,
+            demonstrations=demos,
+            skills=skills,
+            sample=sample,
         )
 
     return play

@@ -14,11 +14,13 @@ from ratchet.improve.levers.base import Lever, LeverContext
 from ratchet.improve.levers.exemplars import ExemplarLever
 from ratchet.improve.levers.insights import InsightLever
 from ratchet.improve.levers.rft import RftLever
+from ratchet.improve.levers.skills import SkillLever
 
 BUILTIN: dict[str, Callable[..., Lever]] = {
     "exemplars": ExemplarLever,
     "insights": InsightLever,
     "rft": RftLever,
+    "skills": SkillLever,
 }
 
 __all__ = ["BUILTIN", "Lever", "LeverContext", "make_levers"]
@@ -34,10 +36,13 @@ def make_levers(
         options: Keyword arguments per lever name, e.g. ``{"rft": {"steps": 20}}``.
 
     Raises:
-        ValueError: Naming the unknown lever and the known ones.
+        ValueError: Naming the unknown lever and the known ones, or a lever named twice.
     """
     unknown = [name for name in names if name not in BUILTIN]
     if unknown:
         raise ValueError(f"unknown lever(s) {', '.join(unknown)}; known: {', '.join(BUILTIN)}")
+    twice = sorted({name for name in names if list(names).count(name) > 1})
+    if twice:
+        raise ValueError(f"lever(s) named more than once: {', '.join(twice)}")
     options = options or {}
     return [BUILTIN[name](**options.get(name, {})) for name in names]
