@@ -44,3 +44,14 @@ def test_batches_retry_failures_and_draw_fresh_frontier_tasks():
     fresh = [t for t in tasks if t.id not in failed]
     assert sum(t.difficulty == 2 for t in fresh) > sum(t.difficulty == 1 for t in fresh)
     assert choose_tasks(env, past, 20, seed=3) == tasks
+
+
+def test_proposed_tasks_not_yet_solved_are_mixed_in_up_to_their_share():
+    past = history({1: 1.0, 2: 0.5})
+    solved = next(t.task for t in past if t.passed)
+    proposed = [solved, *env.tasks("train", 12, seed=99, difficulty=1)]
+    config = CurriculumConfig(proposed_share=0.25, revisit_share=0.0)
+    tasks = choose_tasks(env, past, 20, seed=3, config=config, proposed=proposed)
+    mixed = [t for t in tasks if t in proposed]
+    assert len(mixed) == 5 and solved not in mixed
+    assert len({t.id for t in tasks}) == len(tasks) == 20

@@ -2,11 +2,14 @@
 
 An env is a family of worlds. ``env.tasks(...)`` draws tasks; ``env.session(task)`` starts an
 isolated episode whose ``verify()`` reads the world's own state after the episode, never the
-agent's claims; ``env.oracle(task)`` solves a task. Two members are optional:
+agent's claims; ``env.oracle(task)`` solves a task. Some members are optional:
 ``describe(trajectory)`` names what an episode achieved (hindsight relabelling; without it an
-env simply gets none) and ``problem_key(params)`` says what makes two tasks the same problem
-(default: the canonical JSON of their params). Most envs are a handful of typed tool functions
-over a world object, which :class:`SimpleEnv` turns into a full env (see ``docs/envs.md``).
+env simply gets none), ``problem_key(params)`` says what makes two tasks the same problem
+(default: the canonical JSON of their params), and ``task_from_params(params)`` builds a task
+from hidden params someone else wrote, with ``params_schema`` saying what such params look like
+(the ``tasks`` lever proposes practice tasks through them). Most envs are a handful of typed
+tool functions over a world object, which :class:`SimpleEnv` turns into a full env (see
+``docs/envs.md``).
 """
 
 from __future__ import annotations
@@ -58,8 +61,10 @@ class Env(Protocol):
     """A family of worlds with a task generator, an oracle and a state-reading verifier.
 
     Optional members, looked up with ``getattr``: ``describe(trajectory) -> TaskSpec | None``
-    (hindsight: the task, in the same world, that the trajectory's actions would solve) and
-    ``problem_key(params) -> str``.
+    (hindsight: the task, in the same world, that the trajectory's actions would solve),
+    ``problem_key(params) -> str``, ``task_from_params(params) -> TaskSpec`` (the task those
+    hidden params define, worded by the env; raises ``ValueError`` for params that define no
+    valid task) and ``params_schema`` (a JSON schema of such params).
     """
 
     @property
@@ -105,6 +110,22 @@ def describer(env: Env) -> Describe | None:
     """Return the env's ``describe`` function, or ``None`` if it has none."""
     describe: Describe | None = getattr(env, "describe", None)
     return describe
+
+
+FromParams = Callable[[dict[str, Any]], TaskSpec]
+"""``task_from_params(params) -> TaskSpec``: the task some hidden params define."""
+
+
+def task_builder(env: Env) -> FromParams | None:
+    """Return the env's ``task_from_params`` function, or ``None`` if it has none."""
+    build: FromParams | None = getattr(env, "task_from_params", None)
+    return build
+
+
+def params_schema_of(env: Env) -> dict[str, Any]:
+    """Return the JSON schema of the env's task params (any JSON object if it declares none)."""
+    schema: dict[str, Any] | None = getattr(env, "params_schema", None)
+    return schema or {"type": "object"}
 
 
 def problem_key_of(env: Env) -> ProblemKey:
@@ -229,6 +250,10 @@ class SimpleEnv(Generic[World]):
         version: Bumped whenever tasks, tools or verification change meaning.
         teardown: Releases a world when its session closes.
         problem_key: What makes two tasks the same problem (default: canonical params).
+        task_from_params: ``task_from_params(params) -> TaskSpec``: the task some hidden params
+            define, worded by the env; raises ``ValueError`` for params that define none.
+            ``None``: tasks cannot be proposed for the env.
+        params_schema: JSON schema of the params ``task_from_params`` takes.
     """
 
     name: str
@@ -244,6 +269,8 @@ class SimpleEnv(Generic[World]):
     version: str = "1"
     teardown: Callable[[World], None] | None = field(default=None)
     problem_key: ProblemKey = canonical_key
+    task_from_params: FromParams | None = None
+    params_schema: dict[str, Any] | None = None
 
     def tasks(
         self, split: Split, n: int, seed: int = 0, difficulty: int | None = None

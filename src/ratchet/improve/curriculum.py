@@ -5,7 +5,9 @@ little and tasks it never solves give no verified successes to learn from. The c
 weights each difficulty level by how close its success rate is to that frontier, opens the next
 level once the highest one practised is mostly solved, and gives families that failed more
 often a larger share of the fresh tasks. It also retries some failed training tasks, since a
-later success on a task once failed is the most direct evidence of progress.
+later success on a task once failed is the most direct evidence of progress, and mixes in
+training tasks proposed by a lever (the ``tasks`` lever writes them aimed at the agent's
+failures) that have not been solved yet.
 """
 
 from __future__ import annotations
@@ -29,12 +31,14 @@ class CurriculumConfig:
         max_difficulty: Never practise above this level (``None``: the env's maximum).
         open_next_at: Success rate on the highest practised level that opens the next one.
         revisit_share: Share of each batch spent retrying failed training tasks.
+        proposed_share: Share of each batch given to proposed tasks not solved yet.
     """
 
     start_difficulty: int = 2
     max_difficulty: int | None = None
     open_next_at: float = 0.5
     revisit_share: float = 0.25
+    proposed_share: float = 0.25
 
 
 def success_rates(history: Sequence[Trajectory], key: str) -> dict[object, tuple[int, int]]:
@@ -73,6 +77,7 @@ def choose_tasks(
     n: int,
     seed: int,
     config: CurriculumConfig | None = None,
+    proposed: Sequence[Task] = (),
 ) -> list[Task]:
     """Choose ``n`` training tasks for the next round.
 
@@ -82,6 +87,8 @@ def choose_tasks(
         n: How many tasks.
         seed: Seed for this round's draw.
         config: Curriculum settings.
+        proposed: Training tasks proposed by levers; the ones never solved (those never
+            played first) fill up to ``config.proposed_share`` of the batch.
     """
     config = config or CurriculumConfig()
     rng = random.Random(seed)
@@ -94,8 +101,15 @@ def choose_tasks(
     )
     failed = [task for task in failed if task.difficulty in weights]
     revisits = rng.sample(failed, min(len(failed), int(n * config.revisit_share)))
-    family_rates = success_rates(history, "family")
     seen = {t.task.id for t in history}
+    offered = sorted(
+        (t for t in proposed if t.split == "train" and t.id not in solved and t.difficulty <= top),
+        key=lambda task: (task.id in seen, task.id),
+    )
+    chosen = {task.id for task in revisits}
+    revisits += [t for t in offered if t.id not in chosen][: int(n * config.proposed_share)]
+    seen |= {task.id for task in revisits}
+    family_rates = success_rates(history, "family")
     fresh: list[Task] = []
     levels = list(weights)
     for _ in range(50 * n):  # bounded: a small env may run out of unseen tasks

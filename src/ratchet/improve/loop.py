@@ -112,7 +112,9 @@ def _curriculum(run: RunDir, env: Env, number: int) -> list[Task]:
     config = run.config
     curriculum = CurriculumConfig(max_difficulty=config.max_difficulty)
     seed = config.seed * 7919 + number
-    return choose_tasks(env, run.experience, config.train_tasks, seed, curriculum)
+    return choose_tasks(
+        env, run.experience, config.train_tasks, seed, curriculum, proposed=run.proposed_tasks
+    )
 
 
 def _trainer(config: ImproveConfig) -> Trainer | None:

@@ -10,20 +10,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ratchet.improve.levers.base import Lever, LeverContext
+from ratchet.improve.levers.base import Lever, LeverContext, make_play
 from ratchet.improve.levers.exemplars import ExemplarLever
 from ratchet.improve.levers.insights import InsightLever
 from ratchet.improve.levers.rft import RftLever
 from ratchet.improve.levers.skills import SkillLever
+from ratchet.improve.levers.tasks import TaskLever
 
 BUILTIN: dict[str, Callable[..., Lever]] = {
     "exemplars": ExemplarLever,
     "insights": InsightLever,
     "rft": RftLever,
     "skills": SkillLever,
+    "tasks": TaskLever,
 }
 
-__all__ = ["BUILTIN", "Lever", "LeverContext", "make_levers"]
+__all__ = ["BUILTIN", "Lever", "LeverContext", "make_levers", "make_play"]
 
 
 def make_levers(
