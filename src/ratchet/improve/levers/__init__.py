@@ -13,6 +13,7 @@ from typing import Any
 from ratchet.improve.levers.base import Lever, LeverContext, make_play
 from ratchet.improve.levers.exemplars import ExemplarLever
 from ratchet.improve.levers.insights import InsightLever
+from ratchet.improve.levers.prompt import PromptLever
 from ratchet.improve.levers.rft import RftLever
 from ratchet.improve.levers.skills import SkillLever
 from ratchet.improve.levers.tasks import TaskLever
@@ -22,6 +23,7 @@ BUILTIN: dict[str, Callable[..., Lever]] = {
     "insights": InsightLever,
     "rft": RftLever,
     "skills": SkillLever,
+    "prompt": PromptLever,
     "tasks": TaskLever,
 }
 
