@@ -40,8 +40,14 @@ def improve(
 ) -> None:
     """Improve an agent: practise, learn with levers, keep only what beats the incumbent.
 
-    Levers: exemplars (verified episodes as demonstrations), insights (rules from a
-    reflector), rft (LoRA fine-tuning on verified successes).
+    Levers, in any combination (--levers skills,tasks; see docs/improve.md):
+
+    exemplars: verified episodes shown as demonstrations
+    insights: rules distilled by a reflector
+    rft: LoRA fine-tuning on verified successes
+    skills: tool-call procedures mined from successes, offered as tools
+    prompt: system prompt and env guidance evolved by reflection (GEPA; --reflector)
+    tasks: new practice tasks aimed at the agent's failures, mixed into the curriculum
     """
     env = load_env(env_ref)
     config = build_config(ImproveConfig, options, env=env_ref)

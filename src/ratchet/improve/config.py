@@ -25,7 +25,8 @@ class ImproveConfig:
     Attributes:
         env: Env name (or ``module:attr`` / ``file.py:attr`` reference).
         model: Model reference of the base agent.
-        levers: Levers to try each round, by name, in order.
+        levers: Levers to try each round, by name, in order; any of exemplars, insights, rft,
+            skills, prompt, tasks.
         rounds: Rounds to run.
         train_tasks: Training tasks per round.
         train_k: Samples per training task (exploration).
