@@ -172,6 +172,7 @@ class RatchetAdapter:
         )
         self.rejected: Counter[str] = Counter()
         self._drafts: dict[tuple[str, str], str] = {}
+        self._reflections = 0
 
     def evaluate(
         self, batch: list[Task], candidate: dict[str, str], capture_traces: bool = False
@@ -226,8 +227,9 @@ class RatchetAdapter:
             prompt = self.reflection_prompt(
                 component, candidate[component], reflective_dataset.get(component, ())
             )
+            self._reflections += 1
             sampling = Sampling(
-                0.7, self.lever.max_reply_tokens, self.context.seed + len(self.rejected)
+                0.7, self.lever.max_reply_tokens, self.context.seed + self._reflections
             )
             reply = self.reflector.complete([prompt], sampling)[0]
             action = parse_action(reply)
