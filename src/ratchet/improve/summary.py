@@ -13,7 +13,7 @@ from ratchet.improve.gate import GateDecision
 from ratchet.improve.hindsight import Relabelled
 from ratchet.improve.rundir import RunDir
 
-HEADLINE_KEYS = ("pass@1", "pass@k", "pass^k", "mean_score", "n", "k", "ci95", "ci")
+HEADLINE_KEYS = ("pass@1", "pass@k", "pass^k", "mean_score", "n", "k", "ci95", "ci", "ci_method")
 
 
 def round_record(
