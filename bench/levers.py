@@ -71,7 +71,18 @@ def main() -> None:
 
     backends = cached_backends(build)  # one backend per model and adapter for every run
     reflector = build(args.reflector, None) if args.reflector else None
-    rows = []
+    headers = ["lever", "accepted rounds", "probe gain", "test gain", "tokens", "minutes"]
+    settings = (
+        f"{args.env}, model {args.model}, seed {args.seed}, {args.rounds} round(s), "
+        f"{args.train_tasks} train tasks x {args.train_k}, {args.probe_tasks} probe tasks, "
+        f"{args.test_tasks} test tasks"
+    )
+    lines = [
+        f"Levers on {settings}:",
+        "",
+        "| " + " | ".join(headers) + " |",
+        "|" + "---|" * len(headers),
+    ]
     for lever in args.levers.split(","):
         config = ImproveConfig(
             env=args.env,
@@ -91,18 +102,10 @@ def main() -> None:
         summary = improve(
             config, env, out, backends, reflector=reflector, log=lambda line: print(line)
         )
-        rows.append(row(lever, summary))
-    headers = ["lever", "accepted rounds", "probe gain", "test gain", "tokens", "minutes"]
-    settings = (
-        f"{args.env}, model {args.model}, seed {args.seed}, {args.rounds} round(s), "
-        f"{args.train_tasks} train tasks x {args.train_k}, {args.probe_tasks} probe tasks, "
-        f"{args.test_tasks} test tasks"
-    )
-    print(f"\nLevers on {settings}:\n")
-    print("| " + " | ".join(headers) + " |")
-    print("|" + "---|" * len(headers))
-    for cells in rows:
-        print("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join(row(lever, summary)) + " |")
+        # Written after every lever, so a long comparison keeps what it has measured so far.
+        (args.out / "results.md").write_text("\n".join(lines) + "\n")
+    print("\n" + "\n".join(lines))
 
 
 if __name__ == "__main__":
