@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
-from ratchet.envs.calc import env as calc
 from ratchet.engine.models import Prompt, Sampling, constrain
 from ratchet.engine.models.local import LocalModel
+from ratchet.envs.calc import env as calc
 
 mask_seconds = 0.0
 _original_call = constrain.ToolCallConstraint.__call__

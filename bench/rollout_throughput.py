@@ -15,9 +15,9 @@ import json
 import time
 
 from ratchet.core.agent import Agent
-from ratchet.envs.calc import env
 from ratchet.engine.models.fake import FakeModel
 from ratchet.engine.rollout import RolloutConfig, rollout
+from ratchet.envs.calc import env
 
 
 def harness_rate(model, tasks, turns: int, batch: int) -> tuple[float, list]:
@@ -31,9 +31,9 @@ def harness_rate(model, tasks, turns: int, batch: int) -> tuple[float, list]:
 
     model.complete = recording
     agent = Agent(model="local", max_turns=turns)
-    config = RolloutConfig(concurrency=batch, max_reply_tokens=48, seed=1)
+    config = RolloutConfig(concurrency=batch, max_reply_tokens=48)
     started = time.perf_counter()
-    played = rollout(env, tasks, agent, model, config)
+    played = rollout(env, tasks, agent, model, config, seed=1)
     elapsed = time.perf_counter() - started
     model.complete = complete
     return sum(t.completion_tokens for t in played) / elapsed, sent

@@ -25,7 +25,7 @@ def test_tasks_json():
 
 
 def test_check_calc_exits_zero():
-    result = runner.invoke(app, ["check", "calc", "-n", "20"])
+    result = runner.invoke(app, ["check", "calc", "-n", "20", "--split-draws", "100"])
     assert result.exit_code == 0, result.output
     assert "passes all 15 checks" in result.output
     assert "red-team: hedged answer" in result.output
@@ -105,3 +105,100 @@ def test_run_show_export_and_resume(tmp_path):
     out = tmp_path / "out.jsonl"
     exported = runner.invoke(app, ["export", str(store), "--out", str(out)])
     assert exported.exit_code == 0 and len(out.read_text().splitlines()) == 4
+
+
+def no_traceback(result, code=2):
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    return result.output
+
+
+def test_store_problems_are_one_line_errors(tmp_path):
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    out = no_traceback(
+        runner.invoke(app, ["eval", "calc", "--agent", "oracle", "--out", str(a_file)])
+    )
+    assert "not a directory" in out
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "ratchet.db").write_bytes(b"this is not sqlite" * 100)
+    out = no_traceback(
+        runner.invoke(app, ["eval", "calc", "--agent", "oracle", "--out", str(corrupt)])
+    )
+    assert "not a usable ratchet store" in out
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    import sqlite3
+
+    with sqlite3.connect(newer / "ratchet.db") as db:
+        db.execute("PRAGMA user_version = 999")
+    out = no_traceback(
+        runner.invoke(app, ["eval", "calc", "--agent", "oracle", "--out", str(newer)])
+    )
+    assert "999" in out
+
+
+def test_read_only_output_is_a_one_line_error(tmp_path):
+    import os
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):  # running as a user that ignores permissions
+            return
+        result = runner.invoke(
+            app, ["eval", "calc", "--agent", "oracle", "--out", str(locked / "x")]
+        )
+        no_traceback(result)
+    finally:
+        locked.chmod(0o700)
+
+
+def test_export_to_a_missing_directory_is_a_clear_error(tmp_path):
+    runner.invoke(
+        app, ["eval", "calc", "--agent", "oracle", "-n", "2", "--out", str(tmp_path / "s"), "-q"]
+    )
+    out = no_traceback(
+        runner.invoke(
+            app, ["export", str(tmp_path / "s"), "--out", str(tmp_path / "no/such/x.jsonl")]
+        )
+    )
+    assert "does not exist" in out
+
+
+def test_absurd_task_counts_are_refused_at_once():
+    out = no_traceback(runner.invoke(app, ["tasks", "calc", "-n", "100000000"]))
+    assert "100000" in out
+
+
+def test_run_resume_with_other_settings_is_refused(tmp_path):
+    args = ["run", "calc", "--agent", "oracle", "-n", "3", "--out", str(tmp_path), "-q"]
+    assert runner.invoke(app, args).exit_code == 0
+    out = no_traceback(
+        runner.invoke(app, [*args[:-3], "-n", "4", "--out", str(tmp_path), "--resume"])
+    )
+    assert "with these settings" in " ".join(out.split()) and "'n': 4" in out
+
+
+def test_eval_where_every_model_call_fails_exits_non_zero_and_names_the_error(tmp_path):
+    out = no_traceback(
+        runner.invoke(
+            app,
+            [
+                "eval",
+                "calc",
+                "--model",
+                "openai:m",
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+                "-n",
+                "2",
+                "--out",
+                str(tmp_path),
+                "-q",
+            ],
+        )
+    )
+    assert "127.0.0.1:9" in out or "every model call failed" in out

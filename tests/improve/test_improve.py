@@ -279,3 +279,10 @@ def test_skills_tasks_and_prompt_levers_run_in_the_loop_and_are_recorded(tmp_pat
         practice = [t for _, t in store.trajectories(split="train") if "lever" in t.metadata]
     assert {t.metadata["lever"] for t in practice} >= {"tasks", "prompt"}
     assert all(t.task.split == "train" for t in practice)
+
+
+def test_a_probe_too_small_to_ever_accept_is_refused_up_front(tmp_path):
+    tiny = replace(CONFIG, probe_tasks=3)
+    with pytest.raises(ValueError, match=r"3 probe tasks the gate can never accept.*at least 6"):
+        improve(tiny, env, tmp_path, lambda a, d: learning_model(), log=quiet)
+    assert not (tmp_path / "ratchet.db").exists()

@@ -185,9 +185,9 @@ def test_unix_socket_pairs_still_work_inside(sandbox):
 
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
 def test_the_seccomp_filter_assembles_for_each_known_machine(machine):
-    from ratchet.sandbox.launcher import _SYSCALLS, seccomp_program
+    from ratchet.sandbox.seccomp import SYSCALLS, seccomp_program
 
-    program = seccomp_program(_SYSCALLS[machine])
+    program = seccomp_program(SYSCALLS[machine])
     for index, (_, jt, jf, _) in enumerate(program):
         assert 0 <= jt < len(program) - index and 0 <= jf < len(program) - index
     assert program[-1][0] == program[-2][0] == 0x06  # ends in returns

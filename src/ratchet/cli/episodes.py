@@ -12,16 +12,8 @@ import typer
 from rich.table import Table
 
 from ratchet.cli.options import (
-    AgentRef,
-    BaseUrl,
-    Difficulty,
     EnvRef,
-    ModelRef,
     Quiet,
-    Samples,
-    Seed,
-    TaskCount,
-    Threads,
     build_config,
     config_options,
     console,
@@ -35,6 +27,7 @@ from ratchet.cli.options import (
 from ratchet.cli.report import write_report
 from ratchet.core.agent import Agent, load_agent
 from ratchet.core.env import Env
+from ratchet.core.records import to_dict
 from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.export import to_dataset, write_jsonl
@@ -44,12 +37,50 @@ from ratchet.engine.rollout import RolloutConfig, progress_bars, rollout
 from ratchet.engine.store import DB_NAME, Store, StoreError
 from ratchet.report.terminal import render_trajectory
 
-ROLLOUT_OPTIONS = config_options(RolloutConfig)
+
+@dataclass(frozen=True)
+class Selection:
+    """What ``eval`` and ``run`` play: which agent, on which model, on which tasks.
+
+    Attributes:
+        agent: base, oracle, null or an agent directory.
+        model: local, local:PATH, openai:NAME or fake (default: the agent's own, else local).
+        base_url: Server URL for openai models.
+        threads: Torch CPU threads of a local model (default: all cores).
+        split: train, probe or test.
+        n: How many tasks.
+        k: Samples per task.
+        difficulty: Only this difficulty (default: all levels, evenly).
+        seed: Seed for tasks and sampling.
+    """
+
+    agent: str = "base"
+    model: str | None = None
+    base_url: str | None = None
+    threads: int | None = None
+    split: str = "test"
+    n: int = 50
+    k: int = 1
+    difficulty: int | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name, value, top in (("n", self.n, 100_000), ("k", self.k, 1_000)):
+            if not 1 <= value <= top:
+                raise ValueError(f"-{name} must be between 1 and {top}; got {value}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"--threads must be at least 1; got {self.threads}")
+
+
+def _options(split: str) -> list[Any]:
+    flags = {"n": "-n", "k": "-k"}
+    selection = config_options(Selection, defaults={"split": split}, flags=flags)
+    return [*selection, *config_options(RolloutConfig)]
 
 
 @dataclass(frozen=True)
 class _Plan:
-    """What ``eval`` and ``run`` play: the agent, its backend, the tasks, the settings."""
+    """A resolved :class:`Selection`: the agent, its backend, the tasks, the settings."""
 
     agent: Agent
     model: Model | None
@@ -57,55 +88,58 @@ class _Plan:
     settings: dict[str, Any]
 
 
-def _plan(
-    env: Env,
-    agent: str,
-    model: str | None,
-    base_url: str | None,
-    threads: int | None,
-    split: str,
-    n: int,
-    difficulty: int | None,
-    seed: int,
-    k: int,
-) -> _Plan:
-    """Resolve the agent, draw the tasks and build the backend, or exit with a message."""
+def _plan(env: Env, options: dict[str, Any]) -> _Plan:
+    """Resolve the selection: load the agent, draw the tasks, build the backend, or exit."""
+    pick = build_config(Selection, options)
     try:
-        chosen, directory = load_agent(agent, model or "local")
-        tasks = env.tasks(parse_split(split), n, seed=seed, difficulty=difficulty)
+        chosen, directory = load_agent(pick.agent, pick.model or "local")
+        tasks = env.tasks(
+            parse_split(pick.split), pick.n, seed=pick.seed, difficulty=pick.difficulty
+        )
     except ValueError as exc:
         fail(str(exc))
-    if model is not None:
-        chosen = replace(chosen, model=model)
+    if pick.model is not None:
+        chosen = replace(chosen, model=pick.model)
     backend = None
     if not chosen.scripted:
-        backend = load_model(chosen.model, base_url, chosen.adapter_path(directory), threads)
-    settings = {
-        "env": env.name,
-        "agent": agent,
-        "model": chosen.model,
-        "split": split,
-        "n": n,
-        "difficulty": difficulty,
-        "seed": seed,
-        "k": k,
-    }
+        adapter = chosen.adapter_path(directory)
+        backend = load_model(chosen.model, pick.base_url, adapter, pick.threads)
+    settings = {"env": env.name, **to_dict(pick), "model": chosen.model}
+    settings.pop("schema")
     return _Plan(chosen, backend, tasks, settings)
 
 
-@with_options(ROLLOUT_OPTIONS)
+def _play(
+    env: Env,
+    plan: _Plan,
+    options: dict[str, Any],
+    store: Store,
+    run_id: str,
+    skip: set[tuple[str, int]] | None,
+    quiet: bool,
+) -> list[Trajectory]:
+    """Play the plan into the store's run; a dead backend marks the run failed and exits."""
+    config = build_config(RolloutConfig, options)
+    k, seed = plan.settings["k"], plan.settings["seed"]
+    with progress_bars(enabled=not quiet) as progress:
+        try:
+            return rollout(
+                env, plan.tasks, plan.agent, plan.model, config, k=k, seed=seed, skip=skip,
+                on_trajectory=lambda t: store.add_trajectory(run_id, t),
+                progress=progress, description=f"{env.name}",
+            )  # fmt: skip
+        except ModelError as exc:
+            store.finish_run(run_id, "failed")
+            fail(str(exc))
+        except KeyboardInterrupt:
+            store.finish_run(run_id, "interrupted")
+            fail("interrupted; finished episodes are kept: rerun with --resume", code=130)
+
+
+@with_options(_options(split="test"))
 def evaluate(
     env_ref: EnvRef,
     options: dict[str, Any],
-    agent: AgentRef = "base",
-    model: ModelRef = None,
-    base_url: BaseUrl = None,
-    threads: Threads = None,
-    split: Annotated[str, typer.Option(help="train, probe or test.")] = "test",
-    n: TaskCount = 50,
-    k: Samples = 1,
-    difficulty: Difficulty = None,
-    seed: Seed = 0,
     out: Annotated[Path, typer.Option(help="Store the episodes and the report here.")] = Path(
         "runs/eval"
     ),
@@ -114,39 +148,19 @@ def evaluate(
 ) -> None:
     """Evaluate an agent: pass@1, pass@k, pass^k, mean score, CI, cost, per difficulty."""
     env = load_env(env_ref)
-    plan = _plan(env, agent, model, base_url, threads, split, n, difficulty, seed, k)
-    config = build_config(RolloutConfig, options)
+    plan = _plan(env, options)
     tick = time.perf_counter()
-    with Store(out) as store, progress_bars(enabled=not (quiet or as_json)) as progress:
+    with Store(out) as store:
         run_id = store.start_run("eval", plan.settings)
-        try:
-            played = rollout(
-                env,
-                plan.tasks,
-                plan.agent,
-                plan.model,
-                config,
-                k=k,
-                seed=seed,
-                on_trajectory=lambda t: store.add_trajectory(run_id, t),
-                progress=progress,
-                description=f"eval {env.name}",
-            )
-        except ModelError as exc:
-            store.finish_run(run_id, "failed")
-            fail(str(exc))
+        played = _play(env, plan, options, store, run_id, None, quiet or as_json)
         store.finish_run(run_id, "done")
-    metrics = summarize(played, k, wall_s=time.perf_counter() - tick)
+    metrics = summarize(played, plan.settings["k"], wall_s=time.perf_counter() - tick)
     page = write_report(out)
+    split, agent = plan.settings["split"], plan.settings["agent"]
     if as_json:
         model_name = "scripted" if plan.agent.scripted else plan.agent.model
-        record = {
-            "env": env.name,
-            "agent": agent,
-            "model": model_name,
-            "split": split,
-            **metrics.to_dict(),
-        }
+        record = {"env": env.name, "agent": agent, "model": model_name, "split": split,
+                  **metrics.to_dict()}  # fmt: skip
         typer.echo(json.dumps(record))
         errors.print(f"report: {page}")
     else:
@@ -183,51 +197,22 @@ def print_metrics(title: str, metrics: Metrics) -> None:
     )
 
 
-@with_options(ROLLOUT_OPTIONS)
+@with_options(_options(split="train"))
 def run(
     env_ref: EnvRef,
     options: dict[str, Any],
     out: Annotated[Path, typer.Option(help="Store directory to collect into.")],
-    agent: AgentRef = "base",
-    model: ModelRef = None,
-    base_url: BaseUrl = None,
-    threads: Threads = None,
-    split: Annotated[str, typer.Option(help="train, probe or test.")] = "train",
-    n: TaskCount = 50,
-    k: Samples = 1,
-    difficulty: Difficulty = None,
-    seed: Seed = 0,
     resume: Annotated[bool, typer.Option(help="Continue the identical run in --out.")] = False,
     quiet: Quiet = False,
 ) -> None:
     """Collect trajectories into a store (resumable with --resume)."""
     env = load_env(env_ref)
-    plan = _plan(env, agent, model, base_url, threads, split, n, difficulty, seed, k)
-    config = build_config(RolloutConfig, options)
-    settings = {**plan.settings, "rollout": options}
+    plan = _plan(env, options)
+    settings = {**plan.settings, "rollout": to_dict(build_config(RolloutConfig, options))}
     with Store(out) as store:
         run_id = _run_id(store, settings, resume, out)
-        with progress_bars(enabled=not quiet) as progress:
-            try:
-                played = rollout(
-                    env,
-                    plan.tasks,
-                    plan.agent,
-                    plan.model,
-                    config,
-                    k=k,
-                    seed=seed,
-                    skip=store.done_keys(run_id, plan.agent.version),
-                    on_trajectory=lambda t: store.add_trajectory(run_id, t),
-                    progress=progress,
-                    description=f"run {env.name}",
-                )
-            except ModelError as exc:
-                store.finish_run(run_id, "failed")
-                fail(str(exc))
-            except KeyboardInterrupt:
-                store.finish_run(run_id, "interrupted")
-                fail("interrupted; finished episodes are kept: rerun with --resume", code=130)
+        skip = store.done_keys(run_id, plan.agent.version)
+        played = _play(env, plan, options, store, run_id, skip, quiet)
         store.finish_run(run_id, "done")
         total = store.count_trajectories(run_id)
     console.print(f"run {run_id}: {len(played)} new episodes, {total} in total, stored in {out}")

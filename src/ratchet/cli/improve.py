@@ -68,6 +68,13 @@ def improve(
         except (ValueError, ModelError) as exc:
             fail(str(exc))
     _print_comparison(summary)
+    errors = summary["model_errors"]
+    if errors["count"]:
+        console.print(
+            f"[yellow]warning:[/] {errors['count']} episodes ended on a model error; "
+            f"first: {errors['first']}",
+            highlight=False,
+        )
     console.print(f"summary: {out / 'summary.json'}")
     console.print(f"report: {write_report(out)}")
 

@@ -64,7 +64,10 @@ def parse_split(value: str) -> Split:
 
 def _docs(cls: type[Any]) -> dict[str, str]:
     parsed = docstring_parser.parse(inspect.getdoc(cls) or "")
-    return {p.arg_name: " ".join((p.description or "").split()) for p in parsed.params}
+    # Docstrings mark code with double backticks; a terminal shows them as noise.
+    return {
+        p.arg_name: " ".join((p.description or "").replace("``", "").split()) for p in parsed.params
+    }
 
 
 def _config_type(kind: Any) -> type[Any] | None:
@@ -111,7 +114,10 @@ def _option_type(kind: Any) -> Any:
 
 
 def config_options(
-    cls: type[Any], exclude: Collection[str] = (), defaults: dict[str, Any] | None = None
+    cls: type[Any],
+    exclude: Collection[str] = (),
+    defaults: dict[str, Any] | None = None,
+    flags: dict[str, str] | None = None,
 ) -> list[inspect.Parameter]:
     """Typer options, one per leaf field of config dataclass ``cls`` (nested ones flattened).
 
@@ -119,6 +125,7 @@ def config_options(
         cls: The config dataclass.
         exclude: Field names not to offer (e.g. the ones a command sets itself).
         defaults: Defaults that replace the dataclass's for this command.
+        flags: Flags other than ``--field-name`` (e.g. ``{"n": "-n"}``).
     """
     parameters = []
     for name, kind, default, help_text in _leaves(cls):
@@ -127,7 +134,8 @@ def config_options(
         default = (defaults or {}).get(name, default)
         if isinstance(default, tuple):
             default = ",".join(default)
-        option = typer.Option("--" + name.replace("_", "-"), help=help_text, show_default=True)
+        flag = (flags or {}).get(name, "--" + name.replace("_", "-"))
+        option = typer.Option(flag, help=help_text, show_default=True)
         parameters.append(
             inspect.Parameter(
                 name,
@@ -241,16 +249,8 @@ EnvRef = Annotated[
         metavar="ENV", help="Env name (e.g. calc), package.module:attr or path/to/file.py:attr."
     ),
 ]
-AgentRef = Annotated[str, typer.Option(help="base, oracle, null or an agent directory.")]
-ModelRef = Annotated[
-    str | None, typer.Option(help="local, local:PATH, openai:NAME or fake (default: local).")
-]
 BaseUrl = Annotated[str | None, typer.Option(help="Server URL for openai models.")]
 Threads = Annotated[
     int | None, typer.Option(min=1, help="Torch CPU threads of a local model (default: all cores).")
 ]
-TaskCount = Annotated[int, typer.Option("-n", min=1, max=100_000, help="How many tasks.")]
-Samples = Annotated[int, typer.Option("-k", min=1, max=1_000, help="Samples per task.")]
-Difficulty = Annotated[int | None, typer.Option(min=1, help="Only this difficulty.")]
-Seed = Annotated[int, typer.Option(help="Seed for tasks and sampling.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]

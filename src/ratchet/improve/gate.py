@@ -177,23 +177,24 @@ def simulate(
     levers: int,
     rounds: int,
     gain: float = 0.0,
+    base: tuple[float, float] = (0.1, 0.9),
     trials: int = 200,
     seed: int = 0,
 ) -> float:
     """Estimate how often a run accepts at least one candidate, by simulation.
 
     Each trial is a run of ``rounds`` rounds; each round draws a fresh probe (every task its
-    own success rate, uniform in [0.1, 0.9 - gain]), plays the incumbent and ``levers``
-    candidates on it, and lets the gate decide. With ``gain=0`` the candidates are exactly as
-    good as the incumbent, so the result is the gate's false-accept rate per run; with
-    ``gain > 0`` one candidate is that much better on every task, so it is the gate's power.
+    own success rate, uniform in ``base``, capped so the gain fits), plays the incumbent and
+    ``levers`` candidates on it, and lets the gate decide. With ``gain=0`` the candidates are
+    exactly as good as the incumbent, so the result is the gate's false-accept rate per run;
+    with ``gain > 0`` one candidate is that much better on every task: the gate's power.
     """
     rng = random.Random(seed)
     alpha = round_alpha(config, rounds)
     accepted_runs = 0
     for _ in range(trials):
         for _ in range(rounds):
-            rates = [rng.uniform(0.1, 0.9 - gain) for _ in range(probe_tasks)]
+            rates = [rng.uniform(base[0], min(base[1], 1 - gain)) for _ in range(probe_tasks)]
             incumbent = _simulated(rates, probe_k, rng)
             candidates = {
                 f"c{i}": _simulated([r + (gain if i == 0 else 0) for r in rates], probe_k, rng)

@@ -10,6 +10,7 @@ All persistence lives in :class:`~ratchet.improve.rundir.RunDir`, so a run resum
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 from rich.progress import Progress
 
 from ratchet.core.env import Env
+from ratchet.core.stats import smallest_p_value
 from ratchet.core.task import Task
 from ratchet.engine.models import Backends, Model, Trainer, make_trainer
 from ratchet.improve.config import ImproveConfig
@@ -63,6 +65,7 @@ def improve(
             one with other settings) and ``resume`` is true, or a lever name is unknown.
     """
     levers = _levers(config, levers)
+    _check_gate_can_accept(config, len(levers))
     with RunDir.open(out, config, resume=resume, log=log) as run:
         practice = Practice(run, env, backends, reflector, lambda: _trainer(config), progress)
         test = practice.test_tasks()
@@ -98,6 +101,20 @@ def improve(
         if final.version not in run.tests:
             practice.test(final, test)
         return run.finish(summary(run, env))
+
+
+def _check_gate_can_accept(config: ImproveConfig, levers: int) -> None:
+    """Refuse settings under which the gate could never accept anything, before any work."""
+    threshold = round_alpha(config.gate, config.rounds) / max(1, levers)
+    smallest = smallest_p_value(config.probe_tasks)
+    if smallest > threshold:
+        needed = math.ceil(math.log2(1 / threshold))
+        raise ValueError(
+            f"with {config.probe_tasks} probe tasks the gate can never accept a candidate: the "
+            f"smallest p-value they allow is {smallest:.4f}, above the best-case threshold "
+            f"{threshold:.4f} (alpha {config.gate.alpha} over {config.rounds} rounds and "
+            f"{levers} levers); use at least {needed} probe tasks, or fewer rounds or levers"
+        )
 
 
 def _levers(config: ImproveConfig, levers: Sequence[Lever] | None) -> list[Lever]:

@@ -75,6 +75,7 @@ class RunDir:
         self._state.setdefault("proposals", {})
         self._state.setdefault("tokens", sum(t.tokens for _, t in store.trajectories(run_id)))
         self._state.setdefault("seconds", 0.0)
+        self._state.setdefault("model_errors", {"count": 0, "first": None})
         self._mark = (time.perf_counter(), self._state["seconds"], self._state["tokens"])
         self._save()
 
@@ -203,6 +204,11 @@ class RunDir:
         self.store.add_trajectories(self.run_id, trajectories)
         self.experience.extend(t for t in trajectories if t.task.split == "train")
         self._state["tokens"] += sum(t.tokens for t in trajectories)
+        errors = self._state["model_errors"]
+        for trajectory in trajectories:
+            if trajectory.error is not None and trajectory.error.startswith("model error"):
+                errors["count"] += 1
+                errors["first"] = errors["first"] or trajectory.error
 
     def episodes(self, agent: str, tasks: Sequence[Task], samples: range) -> list[Trajectory]:
         """The stored episodes of ``agent`` on ``tasks`` with sample numbers in ``samples``."""
@@ -239,6 +245,11 @@ class RunDir:
     def rounds(self) -> list[dict[str, Any]]:
         """The records of the completed rounds."""
         return list(self._state["rounds"])
+
+    @property
+    def model_errors(self) -> dict[str, Any]:
+        """How many episodes ended on a model error, and the first such error."""
+        return dict(self._state["model_errors"])
 
     @property
     def tokens(self) -> int:

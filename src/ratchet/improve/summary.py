@@ -13,7 +13,7 @@ from ratchet.improve.gate import GateDecision
 from ratchet.improve.hindsight import Relabelled
 from ratchet.improve.rundir import RunDir
 
-HEADLINE_KEYS = ("pass@1", "pass@k", "pass^k", "mean_score", "n", "k", "ci95", "ci", "ci_method")
+HEADLINE_KEYS = ("pass@1", "pass@k", "pass^k", "mean_score", "n", "k", "ci95", "ci_method", "ci")
 
 
 def round_record(
@@ -90,5 +90,6 @@ def summary(run: RunDir, env: Env) -> dict[str, Any]:
         "seconds": run.seconds,
         "tokens": run.tokens,
         "rollouts": run.episode_count(),
+        "model_errors": run.model_errors,
         "config": to_dict(run.config),
     }

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
+import ratchet.report.charts as charts
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.metrics import Metrics, summarize
-from ratchet.report import charts
 from ratchet.report.data import EvalRun, eval_metrics
 from ratchet.report.html import badge, count, esc, figure, link, page, rate, shorten, table
 

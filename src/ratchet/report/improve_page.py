@@ -11,8 +11,8 @@ import time
 from collections import defaultdict
 from typing import Any
 
+import ratchet.report.charts as charts
 from ratchet.core.stats import paired_differences, permutation_p_value
-from ratchet.report import charts
 from ratchet.report.data import (
     Attribution,
     Breakdown,
@@ -411,10 +411,18 @@ def _cost_section(summary: dict[str, Any]) -> str:
             f"<b>{duration(float(summary.get('seconds', 0.0)))}</b>",
         ]
     )
+    errors = summary.get("model_errors") or {}
+    warning = (
+        f'<p class="note"><b>{errors["count"]} episodes ended on a model error</b>; the first: '
+        f"{esc(errors['first'])}</p>"
+        if errors.get("count")
+        else ""
+    )
     return (
         "<h2>Cost</h2>"
         f'<p class="note">{count(summary.get("rollouts", 0))} episodes in all. Round rows count '
         "training and probe episodes; the whole run adds the test evaluations.</p>"
+        + warning
         + table(
             [
                 "round",

@@ -2,7 +2,7 @@
 
 Run by :mod:`ratchet.sandbox` as ``python -I -S -B launcher.py CONFIG``, this module imports
 only the standard library (never ratchet: it runs outside the project's environment), which is
-also why it is one file rather than several. It dies
+also why its one other file, ``seccomp.py``, is loaded by path. It dies
 with the host (a parent-death signal), joins the workspace keeper's namespaces when there is
 one, and forks a child that enters fresh user, network and PID namespaces where the kernel
 allows; that child forks the command as init of its PID namespace after setting rlimits, a
@@ -52,8 +52,6 @@ _MS_PRIVATE = 1 << 18
 _MNT_DETACH = 2
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NO_NEW_PRIVS = 38
-_PR_SET_SECCOMP = 22
-_SECCOMP_MODE_FILTER = 2
 # How often the launcher adds up the sandbox's resident memory when a total cap is set.
 _MEMORY_POLL_S = 0.05
 
@@ -81,6 +79,7 @@ def launcher_main(config: dict[str, Any]) -> None:
 
     libc = ctypes.CDLL(None, use_errno=True)
     _die_with(libc, int(config["host_pid"]))
+    _seccomp()  # read now: once confined, the launcher cannot read its own directory
     deadline = time.monotonic() + float(config["limits"]["timeout_s"])
     status_fd = int(os.environ[STATUS_FD_ENV])
     os.set_inheritable(status_fd, False)
@@ -332,7 +331,7 @@ def _reply(message: dict[str, Any]) -> None:
 
 def _confinement_names() -> list[str]:
     names = [f"landlock abi {landlock_abi()}", "rlimits"]
-    if _seccomp_arch() is not None:
+    if _seccomp().syscalls() is not None:
         names.append("seccomp socket filter")
     return names
 
@@ -347,7 +346,7 @@ def _exec_confined(
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError("prctl(PR_SET_NO_NEW_PRIVS) failed")
         _restrict_filesystem(libc, config)
-        _install_seccomp(libc)
+        _seccomp().install(libc)
         os.execve(config["argv"][0], config["argv"], config["env"])
     except BaseException as exc:
         os.write(2, f"sandbox: cannot start {config['argv'][0]}: {exc}\n".encode())
@@ -422,86 +421,23 @@ def _restrict_filesystem(libc: Any, config: dict[str, Any]) -> None:
     os.close(ruleset)
 
 
-# Per machine: the seccomp audit arch and the syscall numbers the filter looks at.
-_SYSCALLS: dict[str, dict[str, int]] = {
-    "x86_64": {
-        "arch": 0xC000003E, "socket": 41, "connect": 42, "sendto": 44, "sendmsg": 46,
-        "sendmmsg": 307, "io_uring_setup": 425, "x32": 1,
-    },
-    "aarch64": {
-        "arch": 0xC00000B7, "socket": 198, "connect": 203, "sendto": 206, "sendmsg": 211,
-        "sendmmsg": 269, "io_uring_setup": 425, "x32": 0,
-    },
-}  # fmt: skip
+@cache
+def _seccomp() -> Any:
+    """The sibling ``seccomp.py``, loaded by path.
 
-
-def _seccomp_arch() -> dict[str, int] | None:
-    """The syscall numbers for this machine, if the filter knows its architecture."""
-    return _SYSCALLS.get(os.uname().machine)
-
-
-def seccomp_program(calls: dict[str, int]) -> list[tuple[int, int, int, int]]:
-    """Return the BPF filter for the syscall numbers ``calls`` as ``(code, jt, jf, k)``.
-
-    ``socket()`` works only for ``AF_UNIX``. ``connect()``, ``sendmsg()``, ``sendmmsg()`` and
-    ``sendto()`` with a destination address fail with ``EACCES``: they are how a process reaches
-    a *pathname* Unix socket of the host (a Docker daemon, a session bus), which neither Landlock
-    nor the network namespace cover. Socket pairs keep working (``send()`` is ``sendto()``
-    without an address). ``io_uring_setup`` (whose operations bypass seccomp) and x32 syscall
-    numbers fail too; a foreign architecture is killed.
+    Isolated mode (``-I``) puts the launcher's directory on no import path, and the launcher
+    must not import ratchet.
     """
-    import errno
+    import importlib.util
 
-    allow, deny, kill = 0x7FFF0000, 0x00050000 | errno.EACCES, 0x80000000
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    # (label, code, k, jump-if-true label, jump-if-false label); None falls through.
-    lines: list[tuple[str, int, int, str | None, str | None]] = [
-        ("", ld, 4, None, None),  # seccomp_data.arch
-        ("", jeq, calls["arch"], None, "kill"),
-        ("", ld, 0, None, None),  # seccomp_data.nr
-        *([("", jge, 0x40000000, "deny", None)] if calls["x32"] else []),
-        ("", jeq, calls["io_uring_setup"], "deny", None),
-        ("", jeq, calls["connect"], "deny", None),
-        ("", jeq, calls["sendmsg"], "deny", None),
-        ("", jeq, calls["sendmmsg"], "deny", None),
-        ("", jeq, calls["socket"], "socket", None),
-        ("", jeq, calls["sendto"], "sendto", None),
-        ("", ret, allow, None, None),
-        ("socket", ld, 16, None, None),  # args[0], the address family (low half)
-        ("", jeq, 1, "allow", "deny"),  # AF_UNIX
-        ("sendto", ld, 48, None, None),  # args[4], the destination address (low half)
-        ("", jeq, 0, None, "deny"),
-        ("", ld, 52, None, None),  # (high half)
-        ("", jeq, 0, "allow", "deny"),
-        ("allow", ret, allow, None, None),  # BPF jumps only forward, hence a second allow
-        ("deny", ret, deny, None, None),
-        ("kill", ret, kill, None, None),
-    ]
-    where = {label: index for index, (label, *_) in enumerate(lines) if label}
-
-    def offset(index: int, label: str | None) -> int:
-        return 0 if label is None else where[label] - index - 1
-
-    return [
-        (code, offset(i, true), offset(i, false), k)
-        for i, (_, code, k, true, false) in enumerate(lines)
-    ]
-
-
-def _install_seccomp(libc: Any) -> None:
-    import ctypes
-    import struct
-
-    calls = _seccomp_arch()
-    if calls is None:
-        return
-    program = seccomp_program(calls)
-    filters = ctypes.create_string_buffer(
-        b"".join(struct.pack("HBBI", code, jt, jf, k) for code, jt, jf, k in program)
+    spec = importlib.util.spec_from_file_location(
+        "ratchet_sandbox_seccomp", os.path.join(os.path.dirname(__file__), "seccomp.py")
     )
-    fprog = struct.pack("HxxxxxxQ", len(program), ctypes.addressof(filters))
-    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, fprog, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "seccomp filter failed to install")
+    if spec is None or spec.loader is None:
+        raise ImportError("the sandbox's seccomp.py is missing")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 if __name__ == "__main__":

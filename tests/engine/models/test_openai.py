@@ -11,7 +11,8 @@ import pytest
 
 from ratchet.core.tool import ToolCall
 from ratchet.engine.models import ModelError, Prompt, Sampling, make_model
-from ratchet.engine.models.openai import OpenAIModel, parse_tool_calls, text_messages
+from ratchet.engine.models.openai import OpenAIModel
+from ratchet.engine.models.openai_messages import parse_tool_calls, text_messages
 
 ADD_TOOL = {
     "type": "function",

@@ -1,12 +1,16 @@
-"""The store's records: runs, agent versions and gate decisions, and its error type."""
+"""The store's records (runs, agent versions, gate decisions), their rows, and its error type."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
+
+from ratchet.core.trajectory import Trajectory
 
 RunStatus = Literal["running", "done", "failed", "interrupted"]
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
@@ -102,3 +106,62 @@ def decision_from_row(row: Sequence[Any]) -> Decision:
         numbers=json.loads(row[7]),
         created=row[8],
     )
+
+
+RUN_SELECT = "SELECT id, kind, config, status, created FROM runs"
+VERSION_SELECT = "SELECT id, parent, lever, path, created, metadata FROM agent_versions"
+DECISION_SELECT = (
+    "SELECT id, run_id, round, lever, candidate, incumbent, accepted, numbers, created"
+    " FROM decisions"
+)
+
+
+def insert_trajectory(
+    db: sqlite3.Connection,
+    run_id: str,
+    trajectory: Trajectory,
+    trajectory_json: str,
+    task_json: str,
+) -> int:
+    """Insert one trajectory (and its task, once) and return its id; an existing one wins."""
+    task = trajectory.task
+    db.execute(
+        "INSERT OR IGNORE INTO tasks (id, env, split, family, difficulty, json)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (task.id, task.env, task.split, task.family, task.difficulty, task_json),
+    )
+    cursor = db.execute(
+        "INSERT INTO trajectories (run_id, task_id, agent, model, sample, passed, score,"
+        " prompt_tokens, completion_tokens, seconds, error, json, created)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (run_id, task_id, agent, sample) DO NOTHING",
+        (
+            run_id,
+            task.id,
+            trajectory.agent,
+            trajectory.model,
+            trajectory.sample,
+            int(trajectory.passed),
+            trajectory.score,
+            trajectory.prompt_tokens,
+            trajectory.completion_tokens,
+            trajectory.seconds,
+            trajectory.error,
+            trajectory_json,
+            time.time(),
+        ),
+    )
+    if cursor.rowcount:
+        return row_id(cursor)
+    row = db.execute(
+        "SELECT id FROM trajectories WHERE run_id = ? AND task_id = ? AND agent = ? AND sample = ?",
+        (run_id, task.id, trajectory.agent, trajectory.sample),
+    ).fetchone()
+    return int(row[0])
+
+
+def row_id(cursor: sqlite3.Cursor) -> int:
+    """The id of the row an INSERT just wrote."""
+    if cursor.lastrowid is None:  # sqlite3 sets it after every INSERT into a rowid table
+        raise StoreError("SQLite did not report the id of the inserted row")
+    return cursor.lastrowid

@@ -29,25 +29,23 @@ from typing import Any
 from ratchet.core.records import from_json, to_json
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.store.records import (
+    DECISION_SELECT,
+    RUN_SELECT,
     RUN_STATUSES,
+    VERSION_SELECT,
     AgentVersion,
     Decision,
     Run,
     RunStatus,
     StoreError,
     decision_from_row,
+    insert_trajectory,
+    row_id,
     run_from_row,
 )
 from ratchet.engine.store.schema import check_openable, migrate
 
 DB_NAME = "ratchet.db"
-
-_RUN_SELECT = "SELECT id, kind, config, status, created FROM runs"
-_VERSION_SELECT = "SELECT id, parent, lever, path, created, metadata FROM agent_versions"
-_DECISION_SELECT = (
-    "SELECT id, run_id, round, lever, candidate, incumbent, accepted, numbers, created"
-    " FROM decisions"
-)
 
 
 class Store:
@@ -161,7 +159,7 @@ class Store:
         Raises:
             StoreError: If the run does not exist.
         """
-        rows = self._read(f"{_RUN_SELECT} WHERE id = ?", (run_id,))
+        rows = self._read(f"{RUN_SELECT} WHERE id = ?", (run_id,))
         if not rows:
             raise StoreError(f"no run {run_id!r} in {self.root}")
         return run_from_row(rows[0])
@@ -169,8 +167,8 @@ class Store:
     def runs(self, kind: str | None = None) -> list[Run]:
         """Return all runs (optionally of one kind), oldest first."""
         if kind is None:
-            return [run_from_row(row) for row in self._read(f"{_RUN_SELECT} ORDER BY created, id")]
-        rows = self._read(f"{_RUN_SELECT} WHERE kind = ? ORDER BY created, id", (kind,))
+            return [run_from_row(row) for row in self._read(f"{RUN_SELECT} ORDER BY created, id")]
+        rows = self._read(f"{RUN_SELECT} WHERE kind = ? ORDER BY created, id", (kind,))
         return [run_from_row(row) for row in rows]
 
     # --- trajectories -----------------------------------------------------------------------
@@ -200,7 +198,7 @@ class Store:
             if not db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
                 raise StoreError(f"no run {run_id!r} in {self.root}; start_run it first")
             for trajectory, trajectory_json, task_json in rows:
-                ids.append(_insert_trajectory(db, run_id, trajectory, trajectory_json, task_json))
+                ids.append(insert_trajectory(db, run_id, trajectory, trajectory_json, task_json))
         return ids
 
     def trajectory(self, trajectory_id: int) -> Trajectory:
@@ -292,8 +290,7 @@ class Store:
     ) -> AgentVersion:
         """Record a new agent version and return it.
 
-        A relative ``path`` is taken from the current directory. A path inside the store
-        directory is recorded relative to it, so the store can be moved or copied whole.
+        A path inside the store directory is recorded relative to it, so the store can move.
 
         Args:
             version: The new version's id.
@@ -310,15 +307,11 @@ class Store:
         stored_path = _relative_to(Path(path), self.root)
         created = time.time()
         metadata_json = json.dumps(metadata or {}, sort_keys=True)
+        exists = "SELECT 1 FROM agent_versions WHERE id = ?"
         with self._write() as db:
-            if db.execute("SELECT 1 FROM agent_versions WHERE id = ?", (version,)).fetchone():
+            if db.execute(exists, (version,)).fetchone():
                 raise StoreError(f"agent version {version!r} already exists in {self.root}")
-            if (
-                parent is not None
-                and not db.execute(
-                    "SELECT 1 FROM agent_versions WHERE id = ?", (parent,)
-                ).fetchone()
-            ):
+            if parent is not None and not db.execute(exists, (parent,)).fetchone():
                 raise StoreError(f"parent agent version {parent!r} is not in {self.root}")
             db.execute(
                 "INSERT INTO agent_versions (id, parent, lever, path, created, metadata)"
@@ -335,14 +328,14 @@ class Store:
         Raises:
             StoreError: If it is not recorded.
         """
-        rows = self._read(f"{_VERSION_SELECT} WHERE id = ?", (version,))
+        rows = self._read(f"{VERSION_SELECT} WHERE id = ?", (version,))
         if not rows:
             raise StoreError(f"no agent version {version!r} in {self.root}")
         return self._version(rows[0])
 
     def agent_versions(self) -> list[AgentVersion]:
         """Return every agent version, in the order recorded."""
-        return [self._version(row) for row in self._read(f"{_VERSION_SELECT} ORDER BY rowid")]
+        return [self._version(row) for row in self._read(f"{VERSION_SELECT} ORDER BY rowid")]
 
     def lineage(self, version: str) -> list[AgentVersion]:
         """Return ``version``'s ancestry, from its root down to ``version`` itself.
@@ -393,7 +386,7 @@ class Store:
                 " numbers, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (run_id, round, lever, candidate, incumbent, int(accepted), numbers_json, created),
             )
-            decision_id = _row_id(cursor)
+            decision_id = row_id(cursor)
         return Decision(
             decision_id, run_id, round, lever, candidate, incumbent, accepted, numbers, created
         )
@@ -401,9 +394,9 @@ class Store:
     def decisions(self, run_id: str | None = None) -> list[Decision]:
         """Return gate decisions (of one run, or all), in the order made."""
         if run_id is None:
-            rows = self._read(f"{_DECISION_SELECT} ORDER BY id")
+            rows = self._read(f"{DECISION_SELECT} ORDER BY id")
         else:
-            rows = self._read(f"{_DECISION_SELECT} WHERE run_id = ? ORDER BY id", (run_id,))
+            rows = self._read(f"{DECISION_SELECT} WHERE run_id = ? ORDER BY id", (run_id,))
         return [decision_from_row(row) for row in rows]
 
     # --- internals --------------------------------------------------------------------------
@@ -446,55 +439,6 @@ class Store:
             created=row[4],
             metadata=json.loads(row[5]),
         )
-
-
-def _insert_trajectory(
-    db: sqlite3.Connection,
-    run_id: str,
-    trajectory: Trajectory,
-    trajectory_json: str,
-    task_json: str,
-) -> int:
-    task = trajectory.task
-    db.execute(
-        "INSERT OR IGNORE INTO tasks (id, env, split, family, difficulty, json)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (task.id, task.env, task.split, task.family, task.difficulty, task_json),
-    )
-    cursor = db.execute(
-        "INSERT INTO trajectories (run_id, task_id, agent, model, sample, passed, score,"
-        " prompt_tokens, completion_tokens, seconds, error, json, created)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT (run_id, task_id, agent, sample) DO NOTHING",
-        (
-            run_id,
-            task.id,
-            trajectory.agent,
-            trajectory.model,
-            trajectory.sample,
-            int(trajectory.passed),
-            trajectory.score,
-            trajectory.prompt_tokens,
-            trajectory.completion_tokens,
-            trajectory.seconds,
-            trajectory.error,
-            trajectory_json,
-            time.time(),
-        ),
-    )
-    if cursor.rowcount:
-        return _row_id(cursor)
-    row = db.execute(
-        "SELECT id FROM trajectories WHERE run_id = ? AND task_id = ? AND agent = ? AND sample = ?",
-        (run_id, task.id, trajectory.agent, trajectory.sample),
-    ).fetchone()
-    return int(row[0])
-
-
-def _row_id(cursor: sqlite3.Cursor) -> int:
-    if cursor.lastrowid is None:  # sqlite3 sets it after every INSERT into a rowid table
-        raise StoreError("SQLite did not report the id of the inserted row")
-    return cursor.lastrowid
 
 
 def _relative_to(path: Path, root: Path) -> Path:

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import ratchet.envs.grid.world as world
 from ratchet.core.tool import ToolCall
-from ratchet.envs.grid import world
 from ratchet.envs.grid.goals import Goal, achieved
 from ratchet.envs.grid.world import HELD, RECIPES, Layout, State
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import ratchet.envs.grid.world as rules
 from ratchet.core.task import Task
 from ratchet.core.tool import ToolError
-from ratchet.envs.grid import world as rules
 from ratchet.envs.grid.goals import Goal, goal_from_params
 from ratchet.envs.grid.world import DIRECTIONS, HELD, Exit, Layout, State
 

@@ -1,0 +1,223 @@
+"""The results matrix: `ratchet improve` with the embedded model on every built-in env.
+
+One row per env (and one more per env with the privileged `demos` lever), each a real
+improvement run on the CPU, with settings chosen to fit about 25 minutes on 2 cores. Writes
+``docs/results.md`` (the table, what each row means, the learning curves) and
+``docs/results.json`` (the same rows, each with the exact command that reproduces it).
+
+    python bench/improve_matrix.py                      # every env, self-improvement only
+    python bench/improve_matrix.py --envs calc grid     # some envs
+    python bench/improve_matrix.py --demos              # also the rows with the demos lever
+
+Runs go to ``runs/matrix/<row>``; a row whose run already finished is read, not rerun, so the
+matrix can be built up over several sessions (``--fresh`` reruns).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from ratchet import ImproveConfig, cached_backends, improve, make_env
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One matrix row: an env and the settings its run uses."""
+
+    env: str
+    config: ImproveConfig
+    note: str = ""
+
+    @property
+    def name(self) -> str:
+        demos = "-demos" if "demos" in self.config.levers else ""
+        return f"{self.env}{demos}"
+
+
+def rows(demos: bool) -> list[Row]:
+    """The matrix's rows: each env at its lower levels, with a budget of about 25 minutes."""
+    base = ImproveConfig(env="calc", levers=("exemplars", "rft"), rounds=3, probe_tasks=32)
+    chosen = [
+        Row("calc", replace(base, env="calc", max_difficulty=3, train_tasks=48)),
+        Row("grid", replace(base, env="grid", max_difficulty=2)),
+        Row("files", replace(base, env="files", max_difficulty=2)),
+        Row("shop", replace(base, env="shop", max_difficulty=2)),
+        Row("code", replace(base, env="code", max_difficulty=2)),
+    ]
+    if demos:
+        chosen += [
+            Row(r.env, replace(r.config, levers=("demos", *r.config.levers)), "privileged")
+            for r in chosen
+        ]
+    return chosen
+
+
+def command(config: ImproveConfig, out: Path) -> str:
+    """The ``ratchet improve`` command line that runs ``config`` (non-default settings only)."""
+    default = ImproveConfig(env=config.env)
+    parts = ["ratchet", "improve", config.env]
+    for name, value in _leaves(config).items():
+        if name != "env" and value != _leaves(default)[name]:
+            shown = ",".join(value) if isinstance(value, tuple) else value
+            parts += [f"--{name.replace('_', '-')}", str(shown)]
+    return " ".join([*parts, "--out", str(out)])
+
+
+def _leaves(config: Any) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for item in dataclasses.fields(config):
+        value = getattr(config, item.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            found.update(_leaves(value))
+        else:
+            found[item.name] = value
+    return found
+
+
+def run(row: Row, out: Path, fresh: bool) -> dict[str, Any]:
+    """Run (or read) one row and return its results record."""
+    directory = out / row.name
+    summary_file = directory / "summary.json"
+    if fresh or not summary_file.exists():
+        resume = (directory / "ratchet.db").exists() and not fresh
+        started = time.perf_counter()
+        improve(
+            row.config,
+            make_env(row.env),
+            directory,
+            cached_backends(),
+            resume=resume,
+            log=lambda line: print(f"[{row.name}] {line}", flush=True),
+        )
+        print(f"[{row.name}] {(time.perf_counter() - started) / 60:.1f} min", flush=True)
+    summary = json.loads(summary_file.read_text())
+    return record(row, summary, directory)
+
+
+def record(row: Row, summary: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """The results.json row for one finished run."""
+    base, final = summary["base"], summary["final"]
+    gain = final["pass@1"] - base["pass@1"]
+    headroom = 1 - base["pass@1"]
+    accepted = [c["lever"] for r in summary["rounds"] for c in r["candidates"] if c.get("accepted")]
+    curve = [
+        {"round": r["round"], "version": r["incumbent"], "minutes": None, "test": None}
+        for r in summary["rounds"]
+    ]
+    elapsed = 0.0
+    for point, round_record in zip(curve, summary["rounds"], strict=True):
+        elapsed += round_record["seconds"] / 60
+        point["minutes"] = round(elapsed, 1)
+        tested = summary.get("tested", {}).get(point["version"])
+        point["test"] = tested["pass@1"] if tested else None
+    return {
+        "env": row.env,
+        "levers": list(row.config.levers),
+        "privileged": "demos" in row.config.levers,
+        "max_difficulty": row.config.max_difficulty,
+        "base": {"pass@1": base["pass@1"], "ci95": base["ci95"], "n": base["n"]},
+        "final": {"pass@1": final["pass@1"], "ci95": final["ci95"], "n": final["n"]},
+        "final_version": summary["final_version"],
+        "gain": gain,
+        "error_reduction": gain / headroom if headroom else 0.0,
+        "separated": final["ci95"][0] > base["ci95"][1],
+        "minutes": summary["seconds"] / 60,
+        "tokens": summary["tokens"],
+        "accepted_levers": accepted,
+        "curve": curve,
+        "command": command(row.config, directory),
+    }
+
+
+def write_docs(records: list[dict[str, Any]], out: Path) -> None:
+    """Write docs/results.json, docs/results.md and the learning-curve figure."""
+    (DOCS / "results.json").write_text(json.dumps({"rows": records}, indent=2) + "\n")
+    figure = _curves(records)
+    lines = [
+        "# Results: self-improvement of the embedded 135M model on every env",
+        "",
+        "Produced by `python bench/improve_matrix.py` on 2 CPU cores (no GPU), with the "
+        "embedded SmolLM2-135M-Instruct. Each row is one `ratchet improve` run; the numbers are "
+        "test pass@1 on held-out tasks no decision saw, with 95% Wilson intervals. The goal "
+        "for each multi-step env is a gate-accepted final at least 30 points above the base, "
+        "with the interval's lower end above the base's upper end.",
+        "",
+        "| env | levels | levers | base | final | gain | error reduction | separated | "
+        "minutes | tokens | accepted |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        levers = ",".join(r["levers"]) + (" (privileged)" if r["privileged"] else "")
+        lines.append(
+            f"| {r['env']} | 1-{r['max_difficulty']} | {levers} | {_rate(r['base'])} | "
+            f"{_rate(r['final'])} | {r['gain']:+.2f} | {r['error_reduction']:.0%} | "
+            f"{'yes' if r['separated'] else 'no'} | {r['minutes']:.0f} | {r['tokens']:,} | "
+            f"{', '.join(r['accepted_levers']) or 'none'} |"
+        )
+    lines += ["", f"![learning curves]({figure.name})", "", "Commands:", ""]
+    lines += [f"- {r['env']}: `{r['command']}`" for r in records]
+    (DOCS / "results.md").write_text("\n".join(lines) + "\n")
+
+
+def _rate(metrics: dict[str, Any]) -> str:
+    low, high = metrics["ci95"]
+    return f"{metrics['pass@1']:.2f} ({low:.2f}-{high:.2f})"
+
+
+def _curves(records: list[dict[str, Any]]) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for r in records:
+        points = [(0.0, r["base"]["pass@1"])]
+        points += [(p["minutes"], p["test"]) for p in r["curve"] if p["test"] is not None]
+        xs, ys = zip(*points, strict=True)
+        style = "--" if r["privileged"] else "-"
+        axes.plot(
+            xs, ys, style, marker="o", label=r["env"] + (" + demos" if r["privileged"] else "")
+        )
+    axes.set_xlabel("minutes of improvement (2 CPU cores)")
+    axes.set_ylabel("test pass@1")
+    axes.set_ylim(0, 1)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    path = DOCS / "results-curves.svg"
+    figure.savefig(path)
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--envs", nargs="+", default=None)
+    parser.add_argument("--demos", action="store_true", help="also the rows with demos")
+    parser.add_argument("--out", type=Path, default=Path("runs/matrix"))
+    parser.add_argument("--fresh", action="store_true", help="rerun finished rows")
+    args = parser.parse_args()
+    chosen = [r for r in rows(args.demos) if args.envs is None or r.env in args.envs]
+    for row in chosen:
+        run(row, args.out, args.fresh)
+    # The docs show every row that has finished, not only the ones run this time.
+    finished = [r for r in rows(demos=True) if (args.out / r.name / "summary.json").exists()]
+    records = [run(row, args.out, fresh=False) for row in finished]
+    for r in records:
+        print(
+            f"{r['env']:6} {'demos ' if r['privileged'] else ''}base {r['base']['pass@1']:.2f} "
+            f"final {r['final']['pass@1']:.2f} gain {r['gain']:+.2f} "
+            f"({r['minutes']:.0f} min, separated: {r['separated']})"
+        )
+    write_docs(records, args.out)
+
+
+if __name__ == "__main__":
+    main()
