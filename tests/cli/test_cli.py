@@ -47,6 +47,18 @@ def test_bad_options_are_clear_errors():
     assert bad_level.exit_code == 2 and "difficulty for calc must be in 1..5" in bad_level.output
 
 
+def test_improve_offers_every_lever_and_rejects_unknown_or_repeated_ones(tmp_path):
+    help_text = runner.invoke(app, ["improve", "--help"]).output
+    for lever in ("exemplars", "insights", "rft", "skills", "prompt", "tasks"):
+        assert f"{lever}:" in help_text
+    out = ["--out", str(tmp_path), "--model", "fake", "-q"]
+    unknown = runner.invoke(app, ["improve", "calc", "--levers", "skills,magic", *out])
+    assert unknown.exit_code == 2 and "unknown lever(s) magic" in unknown.output
+    twice = runner.invoke(app, ["improve", "calc", "--levers", "tasks,tasks", *out])
+    assert twice.exit_code == 2 and "named more than once: tasks" in twice.output
+    assert "Traceback" not in unknown.output + twice.output
+
+
 def test_eval_oracle_and_null_json(tmp_path):
     out = ["--out", str(tmp_path)]
     oracle = runner.invoke(app, ["eval", "calc", "--agent", "oracle", "-n", "10", "--json", *out])

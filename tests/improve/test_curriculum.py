@@ -88,3 +88,16 @@ def test_hindsight_replays_do_not_count_as_success():
     choice = choose_tasks(env, replays, 10, seed=0)
     assert choice.note["levels"] == {"1": 1.0}  # unknown, not mastered
     assert choice.note["revisits"] == 0
+
+
+def test_proposed_tasks_not_yet_solved_are_mixed_in_up_to_their_share():
+    past = episodes({1: 1.0, 2: 0.5})
+    solved = next(t.task for t in past if t.passed)
+    proposed = [solved, *env.tasks("train", 12, seed=99, difficulty=1)]
+    config = CurriculumConfig(proposed_share=0.25, revisit_share=0.0)
+    choice = choose_tasks(env, past, 20, seed=3, config=config, proposed=proposed)
+    tasks = choice.tasks
+    assert choice.note["proposed"] == 5
+    mixed = [t for t in tasks if t in proposed]
+    assert len(mixed) == 5 and solved not in mixed
+    assert len({t.id for t in tasks}) == len(tasks) == 20

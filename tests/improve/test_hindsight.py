@@ -68,3 +68,29 @@ def test_relabel_all_keeps_one_success_per_task_within_the_difficulty_cap():
     capped = relabel_all(env, explorations, AGENT, max_difficulty=1)
     assert len({t.task.id for t in both.successes}) == len(both.successes) > 0
     assert capped.successes and all(t.task.difficulty == 1 for t in capped.successes)
+
+
+def test_a_skill_call_is_relabelled_through_the_env_calls_it_made():
+    from ratchet.core.memory import Skill, SkillStep
+    from ratchet.engine.harness import run_episode, scripted
+
+    skill = Skill(
+        "add_then_finish",
+        "",
+        "calc",
+        {"a": {"type": "number"}, "b": {"type": "number"}},
+        (
+            SkillStep("add", {"a": {"param": "a"}, "b": {"param": "b"}}),
+            SkillStep("finish", {"answer": {"result": 0}}),
+        ),
+    )
+    found = None
+    for a in range(2, 60):  # a sum whose problem is in train (others are held out)
+        episode = run_episode(
+            env, TASK, AGENT, scripted(calls(("add_then_finish", {"a": a, "b": 5}))), skills=[skill]
+        )
+        found = relabel(env, episode, AGENT).successes
+        if found:
+            break
+    assert not episode.passed and found
+    assert [c.name for c in found[0].calls] == ["add", "finish"]  # replayable without the skill

@@ -353,3 +353,35 @@ def test_exploration_picks_temperatures_per_task_and_the_round_says_why(tmp_path
         log=quiet,
     )
     assert set(fixed["rounds"][0]["explore_temperatures"]) == {"0.60"}
+
+
+def test_skills_tasks_and_prompt_levers_run_in_the_loop_and_are_recorded(tmp_path):
+    from ratchet.improve.levers.prompt import PromptLever
+    from ratchet.improve.levers.skills import SkillLever
+    from ratchet.improve.levers.tasks import TaskLever, VariantProposer
+
+    config = replace(CONFIG, levers=("skills", "tasks", "prompt"), rounds=2)
+    levers = [SkillLever(), TaskLever(proposer=VariantProposer()), PromptLever(budget=12)]
+    summary = improve(
+        config, env, tmp_path, lambda a, d: exploring_model(), log=quiet, levers=levers
+    )
+    for record in summary["rounds"]:
+        assert [c["lever"] for c in record["candidates"]] == ["skills", "tasks", "prompt"]
+    proposed = summary["rounds"][0]["proposed_tasks"]["tasks"]
+    assert proposed["accepted"] > 0 and set(proposed["rejected"]) <= {
+        "invalid params",
+        "probe or test problem",
+        "duplicate",
+        "too hard",
+    }
+    skills = next(c for c in summary["rounds"][0]["candidates"] if c["lever"] == "skills")
+    agent = json.loads((tmp_path / "agents" / skills["version"] / "agent.json").read_text())
+    assert agent["skills"] and agent["lever"] == "skills"
+    state = json.loads((tmp_path / "state.json").read_text())
+    offered = {t["id"] for t in state["proposed_tasks"]}
+    second = {t["id"] for t in state["round_tasks"]["2"]["tasks"]}
+    assert offered & second  # the curriculum mixed proposed tasks into the next round
+    with Store(tmp_path) as store:
+        practice = [t for _, t in store.trajectories(split="train") if "lever" in t.metadata]
+    assert {t.metadata["lever"] for t in practice} >= {"tasks", "prompt"}
+    assert all(t.task.split == "train" for t in practice)

@@ -15,6 +15,7 @@ from ratchet.engine.store import Store
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.loop import improve
 from ratchet.report import ReportError, trajectory_page, write_report
+from ratchet.report.data import attribution, lever_gains, load_improve
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 ARTIFACTS = TESTS_DIR.parent / "test-artifacts"
@@ -81,6 +82,17 @@ def test_report_has_inline_charts_and_gate_and_cost_numbers(run_dir: Path) -> No
             assert html_text.escape(candidate["reason"]) in html
     assert f"{summary['tokens']:,}" in html
     assert "exemplars</b> 100%" in html  # the only lever accounts for the whole gain
+
+
+def test_attribution_table_gives_each_lever_its_accepted_gains(run_dir: Path) -> None:
+    data = load_improve(run_dir)
+    (gain,) = lever_gains(data, attribution(data))
+    assert gain.lever == "exemplars" and gain.accepted >= 1 and gain.proposed >= gain.accepted
+    assert gain.test_gain == pytest.approx(data.final["pass@1"] - data.base["pass@1"])
+    html = index_of(run_dir)
+    section = html[html.index("Which lever did it") : html.index("Every gate decision")]
+    assert "<th>lever</th>" in section and ">test gain</th>" in section
+    assert f"{round(gain.test_gain * 100):+d} points" in section
 
 
 def test_flip_table_matches_the_stored_test_episodes(run_dir: Path) -> None:

@@ -47,10 +47,17 @@ def improve(
 ) -> None:
     """Improve an agent: practise, learn with levers, keep only what beats the incumbent.
 
-    Levers: exemplars (verified episodes as demonstrations), insights (rules from a
-    reflector), rft (LoRA fine-tuning on verified successes), pairs (DPO on actions that
-    parted successes from failures), grpo (group-relative updates over each task's samples),
-    demos (outside demonstrations; privileged, reported apart from self-improvement).
+    Levers, in any combination (--levers skills,tasks; see docs/improve.md):
+
+    exemplars: verified episodes shown as demonstrations
+    insights: rules distilled by a reflector
+    rft: LoRA fine-tuning on verified successes
+    pairs: DPO on the actions that parted successes from failures
+    grpo: group-relative updates over each task's samples
+    demos: outside demonstrations (privileged, reported apart from self-improvement)
+    skills: tool-call procedures mined from successes, offered as tools
+    prompt: system prompt and env guidance evolved by reflection (GEPA; --reflector)
+    tasks: new practice tasks aimed at the agent's failures, mixed into the curriculum
     """
     env = load_env(env_ref)
     config = build_config(ImproveConfig, options, env=env_ref)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ratchet.core.memory import Exemplar, Insight
+from ratchet.core.memory import Exemplar, Insight, Skill
 from ratchet.core.records import RecordError, from_dict, to_dict
 
 AGENT_FILE = "agent.json"
@@ -34,10 +34,13 @@ class Agent:
         version: Version id, e.g. ``"base"`` or ``"v3"``.
         model: Model reference (``local``, ``local:PATH``, ``openai:NAME``, ``fake``).
         system_prompt: Instructions at the top of every conversation.
+        guidance: Instructions per env name, added to the system prompt in that env's episodes.
         insights: Rules learned from experience, listed in the system prompt.
         exemplars: Demonstrations to retrieve from, per task.
         exemplars_per_task: How many demonstrations to show per task.
         exemplar_token_budget: Rough cap on the tokens all demonstrations of a task may take.
+        skills: Tool-call procedures offered as extra tools (data, run by the harness).
+        skills_per_task: How many skills to offer per task (the most relevant).
         adapter: LoRA adapter directory, relative to the agent directory (or absolute).
         temperature: Sampling temperature.
         max_turns: Turn budget per episode.
@@ -49,10 +52,13 @@ class Agent:
     version: str = "base"
     model: str = "local"
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    guidance: dict[str, str] = field(default_factory=dict)
     insights: tuple[Insight, ...] = ()
     exemplars: tuple[Exemplar, ...] = ()
     exemplars_per_task: int = 2
     exemplar_token_budget: int = 800
+    skills: tuple[Skill, ...] = ()
+    skills_per_task: int = 4
     adapter: str | None = None
     temperature: float = 0.7
     max_turns: int = 8

@@ -2,14 +2,16 @@
 
 An env is a family of worlds. ``env.tasks(...)`` draws tasks; ``env.session(task)`` starts an
 isolated episode whose ``verify()`` reads the world's own state after the episode, never the
-agent's claims; ``env.oracle(task)`` solves a task. Four members are optional:
+agent's claims; ``env.oracle(task)`` solves a task. Some members are optional:
 ``describe(trajectory)`` names what an episode achieved (hindsight relabelling; without it an
 env simply gets none), ``problem_key(params)`` says what makes two tasks the same problem
-(default: the canonical JSON of their params), and ``thread_safe`` and ``max_sessions`` say how
-the rollout scheduler may run the env's episodes (see :func:`thread_safe_of`). Most envs are a
-handful of typed tool functions over a world object, which :class:`SimpleEnv` turns into a full
-env (see ``docs/envs.md``); a benchmark with a fixed list of tasks gives it a
-:class:`~ratchet.core.pool.TaskPool`.
+(default: the canonical JSON of their params), ``task_from_params(params)`` builds a task from
+hidden params someone else wrote, with ``params_schema`` saying what such params look like (the
+``tasks`` lever proposes practice tasks through them), and ``thread_safe`` and
+``max_sessions`` say how the rollout scheduler may run the env's episodes (see
+:func:`thread_safe_of`). Most envs are a handful of typed tool functions over a world object,
+which :class:`SimpleEnv` turns into a full env (see ``docs/envs.md``); a benchmark with a fixed
+list of tasks gives it a :class:`~ratchet.core.pool.TaskPool`.
 """
 
 from __future__ import annotations
@@ -63,7 +65,10 @@ class Env(Protocol):
 
     Optional members, looked up with ``getattr``: ``describe(trajectory) -> TaskSpec | None``
     (hindsight: the task, in the same world, that the trajectory's actions would solve),
-    ``problem_key(params) -> str``, ``thread_safe: bool`` and ``max_sessions: int | None``.
+    ``problem_key(params) -> str``, ``task_from_params(params) -> TaskSpec`` (the task those
+    hidden params define, worded by the env; raises ``ValueError`` for params that define no
+    valid task), ``params_schema`` (a JSON schema of such params), ``thread_safe: bool`` and
+    ``max_sessions: int | None``.
 
     Threading contract: each episode runs on its own worker thread, which creates the session
     and makes every call to it; episodes of one env run concurrently, so by default ``session()``
@@ -116,6 +121,22 @@ def describer(env: Env) -> Describe | None:
     """Return the env's ``describe`` function, or ``None`` if it has none."""
     describe: Describe | None = getattr(env, "describe", None)
     return describe
+
+
+FromParams = Callable[[dict[str, Any]], TaskSpec]
+"""``task_from_params(params) -> TaskSpec``: the task some hidden params define."""
+
+
+def task_builder(env: Env) -> FromParams | None:
+    """Return the env's ``task_from_params`` function, or ``None`` if it has none."""
+    build: FromParams | None = getattr(env, "task_from_params", None)
+    return build
+
+
+def params_schema_of(env: Env) -> dict[str, Any]:
+    """Return the JSON schema of the env's task params (any JSON object if it declares none)."""
+    schema: dict[str, Any] | None = getattr(env, "params_schema", None)
+    return schema or {"type": "object"}
 
 
 def problem_key_of(env: Env) -> ProblemKey:
@@ -278,6 +299,10 @@ class SimpleEnv(Generic[World]):
             room), shown after the instruction; ``None`` shows only the instruction.
         thread_safe: ``False`` if no two threads may call into the env's worlds at once.
         max_sessions: How many worlds may be open at once (``None``: no limit).
+        task_from_params: ``task_from_params(params) -> TaskSpec``: the task some hidden params
+            define, worded by the env; raises ``ValueError`` for params that define none.
+            ``None``: tasks cannot be proposed for the env.
+        params_schema: JSON schema of the params ``task_from_params`` takes.
     """
 
     name: str
@@ -296,6 +321,9 @@ class SimpleEnv(Generic[World]):
     observe: Callable[[World], str] | None = None
     thread_safe: bool = True
     max_sessions: int | None = None
+
+    task_from_params: FromParams | None = None
+    params_schema: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.max_difficulty == 0:

@@ -1,18 +1,24 @@
-"""An agent's memory: exemplars (verified episodes shown as demonstrations) and insights (rules).
+"""An agent's memory: exemplars, insights (rules) and skills (procedures offered as tools).
 
-This module is the one home of exemplars: the record, how a verified trajectory becomes one,
-how one is shown to the model, and how the most similar ones are retrieved for a task (BM25
-over env, family, difficulty and instruction, within a token budget).
+This module is the one home of memory records. Exemplars are verified episodes shown as
+demonstrations: the record, how a verified trajectory becomes one, how one is shown to the
+model, and how the most similar ones are retrieved for a task (BM25 over env, family,
+difficulty and instruction, within a token budget). Insights are rules with votes. A skill is
+data, never code: a list of calls of the env's own tools whose arguments are bound to the
+skill's parameters, to results of earlier steps, or to fixed values; here are its record, its
+tool schema and which skills a task is offered, and :mod:`ratchet.engine.skills` runs it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ratchet.core.task import Task
+from ratchet.core.tool import Tool, ToolError
 from ratchet.core.trajectory import Trajectory
 
 
@@ -50,6 +56,95 @@ class Insight:
     rule: str
     helpful: int = 1
     harmful: int = 0
+
+
+@dataclass(frozen=True)
+class SkillStep:
+    """One call of a skill.
+
+    Attributes:
+        tool: The env tool it calls.
+        arguments: Per argument name, where its value comes from: ``{"param": NAME}`` (the
+            skill's parameter), ``{"result": I}`` (the text step ``I`` returned),
+            ``{"result": I, "json": true}`` (that text parsed as JSON), ``{"result": I,
+            "field": KEY}`` (one field of that JSON object) or ``{"value": V}`` (a fixed value).
+    """
+
+    tool: str
+    arguments: dict[str, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Skill:
+    """A parameterised tool-call procedure, mined from verified successes and offered as a tool.
+
+    Attributes:
+        name: The tool name it is offered under.
+        description: What it does, for the model.
+        env: The env it belongs to.
+        parameters: JSON schema of each parameter, by name (from the underlying tools').
+        steps: The calls it makes, in order.
+        families: Task families it was mined from and admitted on.
+        difficulty: The lowest difficulty of the tasks it was mined from.
+        support: Distinct training problems whose solution contained it.
+        examples: A few instructions of those problems (for retrieval).
+    """
+
+    name: str
+    description: str
+    env: str
+    parameters: dict[str, dict[str, Any]]
+    steps: tuple[SkillStep, ...]
+    families: tuple[str, ...] = ()
+    difficulty: int = 1
+    support: int = 1
+    examples: tuple[str, ...] = ()
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """The env tools it calls, in order."""
+        return tuple(step.tool for step in self.steps)
+
+    def tool(self) -> Tool:
+        """The skill as a tool: its schema and argument checks (the harness runs its steps)."""
+        parameters = {
+            "type": "object",
+            "properties": dict(self.parameters),
+            "required": list(self.parameters),
+            "additionalProperties": False,
+        }
+        return Tool.from_schema(self.name, self.description, parameters, _run_by_the_harness)
+
+
+def _run_by_the_harness(**arguments: Any) -> Any:
+    raise ToolError("a skill runs step by step in the harness (ratchet.engine.skills)")
+
+
+def select_skills(skills: Sequence[Skill], task: Task, k: int) -> tuple[Skill, ...]:
+    """Return up to ``k`` of ``skills`` for ``task``: its env's, the most relevant first.
+
+    Relevance: a skill mined from the task's family ranks above others, then one mined at the
+    task's difficulty or below, then the word overlap of the task with the skill's examples,
+    then support.
+    """
+    words = _words(task.instruction)
+
+    def rank(skill: Skill) -> tuple[bool, bool, float, int]:
+        seen = set().union(*(_words(e) for e in skill.examples)) if skill.examples else set()
+        overlap = len(words & seen) / max(1, len(words | seen))
+        return (
+            task.family in skill.families,
+            skill.difficulty <= task.difficulty,
+            overlap,
+            skill.support,
+        )
+
+    mine = [skill for skill in skills if skill.env == task.env]
+    return tuple(sorted(mine, key=rank, reverse=True)[: max(0, k)])
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", text.lower()))
 
 
 def to_exemplar(trajectory: Trajectory) -> Exemplar:

@@ -6,6 +6,7 @@ are the one place that builds them, so live episodes, replays and exports read a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +65,8 @@ class Step:
         completion_tokens: Tokens the model generated for this turn.
         latency_s: Seconds this turn took: the model's own time (not time queued behind other
             episodes' requests) plus the env's.
+        substeps: When ``call`` is a skill (see :class:`~ratchet.core.memory.Skill`), the env
+            tool calls it made, each with its own observation; empty otherwise.
     """
 
     call: ToolCall | None
@@ -72,11 +75,20 @@ class Step:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+    substeps: tuple[Step, ...] = ()
 
     @property
     def failed(self) -> bool:
         """Whether this step ended in an error observation."""
         return self.observation.error is not None
+
+
+def tool_steps(steps: Sequence[Step]) -> list[Step]:
+    """``steps`` with each skill call replaced by the env tool calls it made.
+
+    What the env saw, in order: what replays, hindsight and skill mining read.
+    """
+    return [inner for step in steps for inner in (step.substeps or (step,))]
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,13 @@ import math
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ratchet.core.agent import Agent
 from ratchet.core.env import Env, Session
-from ratchet.core.memory import Exemplar, demonstration
+from ratchet.core.memory import Exemplar, Skill, demonstration
 from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import (
@@ -39,6 +39,7 @@ from ratchet.core.trajectory import (
 from ratchet.core.verdict import Verdict
 from ratchet.engine.context import Context
 from ratchet.engine.models.base import Completion, ModelError, Prompt
+from ratchet.engine.skills import offer, play_call
 
 CALL_FORMAT = '{"name": "<tool name>", "arguments": {<arguments>}}'
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
@@ -72,6 +73,7 @@ def run_episode(
     budget: Budget | None = None,
     *,
     demonstrations: Sequence[Exemplar] = (),
+    skills: Sequence[Skill] = (),
     sample: int = 0,
     context: Context | None = None,
 ) -> Trajectory:
@@ -80,10 +82,11 @@ def run_episode(
     Args:
         env: The env that made the task.
         task: The task to play.
-        agent: The agent playing it (its system prompt, insights and version are used).
+        agent: The agent playing it (its system prompt, guidance, insights and version).
         policy: Where replies come from.
         budget: Turn, token and time budgets (default: :class:`Budget` with the agent's turns).
         demonstrations: Exemplars shown before the task, as earlier conversations.
+        skills: Skills offered as extra tools (see :mod:`ratchet.engine.skills`).
         sample: Index of this sample among the k drawn for the task.
         context: The model's context window and the policy that keeps prompts inside it
             (``None``: prompts are sent whole).
@@ -92,7 +95,7 @@ def run_episode(
     if budget.max_turns is None:
         budget = replace(budget, max_turns=agent.max_turns)
     shown = [turn for exemplar in demonstrations for turn in demonstration(exemplar)]
-    episode = _Episode(system_message(agent), shown, context)
+    episode = _Episode(system_message(agent, task.env), shown, context, skills)
     try:
         session = env.session(task)
     except Exception as exc:  # a broken env ends this episode, not the run
@@ -110,7 +113,7 @@ def run_episode(
         agent=agent.version,
         env_version=env.version,
         messages=(episode.system, *episode.messages),
-        tools=episode.first.tools,
+        tools=episode.tools,
         steps=tuple(episode.steps),
         verdict=episode.verdict,
         model=agent.model,
@@ -130,6 +133,9 @@ class _Episode:
     system: dict[str, Any]
     demonstrations: list[dict[str, Any]]
     context: Context | None
+    skills: Sequence[Skill] = ()
+    tools: tuple[dict[str, Any], ...] = ()
+    offered: dict[str, Skill] = field(default_factory=dict)
     messages: list[dict[str, Any]] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     first: Observation = field(default_factory=lambda: Observation(""))
@@ -143,6 +149,7 @@ class _Episode:
         """Reset ``session``, then ask, act and observe until the episode ends; then verify."""
         tick = time.perf_counter()
         self.first = session.reset()
+        self.tools, self.offered = offer(self.first.tools, self.skills)
         self.messages.append({"role": "user", "content": self.first.text})
         self.worked_s = time.perf_counter() - tick
         while not (self.steps and self.steps[-1].observation.done):
@@ -154,7 +161,7 @@ class _Episode:
             if completion.error is not None:
                 self.error = f"model error: {completion.error}"
                 return
-            step, replies = act(session, completion, len(self.steps))
+            step, replies = act(session, completion, len(self.steps), self.offered)
             self.steps.append(step)
             self.messages.extend(replies)
             self.worked_s += step.latency_s
@@ -175,8 +182,8 @@ class _Episode:
         """The prompt for the next turn, cut to the context window; ``None`` if it cannot fit."""
         if self.context is None:
             messages = (self.system, *self.demonstrations, *self.messages)
-            return Prompt(messages, self.first.tools)
-        fitted = self.context.fit(self.system, self.demonstrations, self.messages, self.first.tools)
+            return Prompt(messages, self.tools)
+        fitted = self.context.fit(self.system, self.demonstrations, self.messages, self.tools)
         if fitted.trim:
             self.trims.append({"turn": len(self.steps), **fitted.trim})
         return fitted.prompt
@@ -188,16 +195,26 @@ def crashed(env: Env, task: Task, agent: Agent, sample: int, error: str) -> Traj
         task,
         agent.version,
         env.version,
-        (system_message(agent),),
+        (system_message(agent, task.env),),
         model=agent.model,
         sample=sample,
         error=error,
     )
 
 
-def act(session: Session, completion: Completion, turn: int) -> tuple[Step, list[dict[str, Any]]]:
-    """Parse the action in ``completion``, run it, and return the step and its chat messages."""
+def act(
+    session: Session,
+    completion: Completion,
+    turn: int,
+    skills: Mapping[str, Skill] | None = None,
+) -> tuple[Step, list[dict[str, Any]]]:
+    """Parse the action in ``completion``, run it, and return the step and its chat messages.
+
+    A call of one of ``skills`` runs the skill's steps through the session; the step records
+    the skill call and, as its ``substeps``, the calls beneath it.
+    """
     tick = time.perf_counter()
+    substeps: tuple[Step, ...] = ()
     action = parse_action(completion)
     if isinstance(action, str):
         message = f"{action}. Reply with one tool call as JSON: {CALL_FORMAT}"
@@ -209,7 +226,7 @@ def act(session: Session, completion: Completion, turn: int) -> tuple[Step, list
         call = None
     else:
         call = ToolCall(action.name, action.arguments, id=f"call_{turn}")
-        observation = session.step(call)
+        observation, substeps = play_call(session, call, skills or {})
         replies = [assistant_message(call), tool_message(call, observation.text)]
     step = Step(
         call,
@@ -218,6 +235,7 @@ def act(session: Session, completion: Completion, turn: int) -> tuple[Step, list
         prompt_tokens=completion.prompt_tokens,
         completion_tokens=completion.completion_tokens,
         latency_s=completion.latency_s + time.perf_counter() - tick,
+        substeps=substeps,
     )
     return step, replies
 
@@ -231,9 +249,11 @@ def _over_budget(steps: Sequence[Step], worked_s: float, budget: Budget) -> bool
     )
 
 
-def system_message(agent: Agent) -> dict[str, Any]:
-    """Return the system message: the agent's prompt plus the insights it has learned."""
+def system_message(agent: Agent, env: str | None = None) -> dict[str, Any]:
+    """Return the system message: the agent's prompt, its guidance for ``env``, its insights."""
     text = agent.system_prompt
+    if env is not None and agent.guidance.get(env):
+        text += "\n\n" + agent.guidance[env]
     if agent.insights:
         text += "\n\nRules learned from experience:\n" + "\n".join(
             f"- {i.rule}" for i in agent.insights

@@ -35,7 +35,7 @@ from rich.progress import (
 
 from ratchet.core.agent import Agent
 from ratchet.core.env import FINISH, Env, max_sessions_of
-from ratchet.core.memory import ExemplarIndex
+from ratchet.core.memory import ExemplarIndex, select_skills
 from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Trajectory
@@ -217,6 +217,7 @@ def player(
             return model.complete([prompt], sampling)[0]
 
         demos = index.select(task, agent.exemplars_per_task, agent.exemplar_token_budget)
+        skills = select_skills(agent.skills, task, agent.skills_per_task)
         played = run_episode(
             env,
             task,
@@ -224,6 +225,7 @@ def player(
             policy,
             config.budget,
             demonstrations=demos,
+            skills=skills,
             sample=sample,
             context=context,
         )

@@ -32,7 +32,9 @@ class ImproveConfig:
             verified successes), pairs (DPO on the action that parted a success from a failure
             of the same task), grpo (group-relative policy updates over each task's samples;
             follows rft), demos (fine-tuning on outside demonstrations: privileged, never
-            counted as self-improvement).
+            counted as self-improvement), skills (tool-call procedures offered as tools), prompt
+            (system prompt and guidance evolved by reflection), tasks (practice tasks aimed at
+            the agent's failures).
         rounds: Rounds to run.
         train_tasks: Training tasks per round.
         train_k: Samples per training task (exploration).

@@ -12,7 +12,9 @@ close each task's own record is to the frontier: those are the tasks whose sampl
 mixed, which is what the ``pairs`` and ``grpo`` levers learn from.
 
 :func:`choose_tasks` returns the tasks and a note of why (open levels, the probe rates that
-opened them, the weights), which the loop keeps in the round's record.
+opened them, the weights), which the loop keeps in the round's record. Training tasks that a
+lever proposed (the ``tasks`` lever writes them aimed at the agent's failures) and that have not
+been solved yet take up to ``proposed_share`` of the batch.
 """
 
 from __future__ import annotations
@@ -38,12 +40,14 @@ class CurriculumConfig:
         open_next_at: The incumbent's probe pass rate at the highest open level that opens
             the next one (mastery).
         revisit_share: Share of each batch spent replaying training tasks already played.
+        proposed_share: Share of each batch given to proposed tasks not solved yet.
     """
 
     start_difficulty: int = 1
     max_difficulty: int | None = None
     open_next_at: float = 0.7
     revisit_share: float = 0.25
+    proposed_share: float = 0.25
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,7 @@ def choose_tasks(
     seed: int,
     config: CurriculumConfig | None = None,
     probe: Sequence[Trajectory] = (),
+    proposed: Sequence[Task] = (),
 ) -> Choice:
     """Choose ``n`` training tasks for the next round.
 
@@ -107,6 +112,8 @@ def choose_tasks(
         seed: Seed for this round's draw.
         config: Curriculum settings.
         probe: The incumbent's probe episodes (which levels it masters).
+        proposed: Training tasks proposed by levers; the ones never solved (those never
+            played first) fill up to ``config.proposed_share`` of the batch.
     """
     config = config or CurriculumConfig()
     rng = random.Random(seed)
@@ -127,7 +134,16 @@ def choose_tasks(
         [frontier_weight(rates.task(task)) for task in pool],
         min(len(pool), int(n * config.revisit_share)),
     )
+    solved = {t.task.id for t in history if t.passed}
     seen = {t.task.id for t in history}
+    offered = sorted(
+        (t for t in proposed if t.split == "train" and t.id not in solved and t.difficulty <= top),
+        key=lambda task: (task.id in seen, task.id),
+    )
+    chosen = {task.id for task in revisits}
+    proposals = [t for t in offered if t.id not in chosen][: int(n * config.proposed_share)]
+    revisits += proposals
+    seen |= {task.id for task in revisits}
     fresh: list[Task] = []
     families: dict[str, float] = {}
     for _ in range(50 * n):  # bounded: a small env may run out of unseen tasks
@@ -148,7 +164,8 @@ def choose_tasks(
         "probe": {str(level): round(rate, 3) for level, rate in mastery.items()},
         "levels": {str(level): round(w, 3) for level, w in levels.items()},
         "families": {key: round(w, 3) for key, w in sorted(families.items())},
-        "revisits": len(revisits),
+        "revisits": len(revisits) - len(proposals),
+        "proposed": len(proposals),
         "fresh": len(fresh),
     }
     return Choice([*revisits, *fresh], note)

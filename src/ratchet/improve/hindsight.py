@@ -28,7 +28,7 @@ from ratchet.core.agent import Agent
 from ratchet.core.env import FINISH, Env, describer, problem_key_of
 from ratchet.core.task import make_task
 from ratchet.core.tool import ToolCall
-from ratchet.core.trajectory import Observation, Step, Trajectory
+from ratchet.core.trajectory import Observation, Step, Trajectory, tool_steps
 from ratchet.engine.harness import replay
 
 MAX_PREFIXES = 12
@@ -121,10 +121,13 @@ def _views(trajectory: Trajectory) -> list[Trajectory]:
 
 
 def _useful(trajectory: Trajectory) -> list[Step]:
-    """The steps that did something: failed calls and exact repeats of earlier calls dropped."""
+    """The steps that did something: failed calls and exact repeats of earlier calls dropped.
+
+    Skill calls are read as the env tool calls they made, so the replay needs no skill.
+    """
     seen: set[str] = set()
     kept: list[Step] = []
-    for step in trajectory.steps:
+    for step in tool_steps(trajectory.steps):
         if step.call is None or step.failed:
             continue
         key = json.dumps([step.call.name, step.call.arguments], sort_keys=True)

@@ -151,7 +151,9 @@ def _curriculum(run: RunDir, env: Env, number: int) -> tuple[list[Task], dict[st
     # Recorded conversations are experience but not tasks: the env has no world to replay them.
     history = [t for t in run.experience if not is_served(t.task)]
     probe = run.probe_episodes(run.incumbent().version)
-    choice = choose_tasks(env, history, config.train_tasks, seed, curriculum, probe)
+    choice = choose_tasks(
+        env, history, config.train_tasks, seed, curriculum, probe, run.proposed_tasks
+    )
     return choice.tasks, choice.note
 
 

@@ -25,11 +25,12 @@ from ratchet.engine.models import Backends, Model, Trainer
 from ratchet.engine.rollout import Temperature, rollout
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.frontier import SuccessRates, explore_temperatures
-from ratchet.improve.levers.base import Lever, LeverContext
+from ratchet.improve.levers.base import Lever, LeverContext, make_play
 from ratchet.improve.rundir import Propose, RunDir
 
 PROBE_SEED = 1_000
 TEST_SEED = 2_000
+LEVER_SEED = 3_000
 
 
 def draw(env: Env, split: Split, n: int, seed: int, max_difficulty: int) -> list[Task]:
@@ -123,11 +124,21 @@ class Practice:
         """``lever``'s proposal function for round ``number``, for :meth:`RunDir.candidate`."""
 
         def propose(workdir: Path, version: str) -> Agent | None:
+            model = None if incumbent.scripted else self.model(incumbent)
+            play = make_play(
+                self.env,
+                model,
+                replace(self.config.rollout, budget=self.config.budget()),
+                seed=self.config.seed + LEVER_SEED + 7919 * number,
+                record=self.run.record,
+                progress=self.progress,
+                label=lever.name,
+            )
             context = LeverContext(
                 env=self.env,
                 incumbent=incumbent,
                 experience=tuple(self.run.experience),
-                model=None if incumbent.scripted else self.model(incumbent),
+                model=model,
                 reflector=self.reflector,
                 trainer=self.trainer(),
                 workdir=workdir,
@@ -135,6 +146,10 @@ class Practice:
                 seed=self.config.seed + number,
                 progress=self.progress,
                 incumbent_dir=self.run.agent_dir(incumbent.version),
+                play=None if model is None else play,
+                offer_tasks=lambda tasks, rejected: self.run.offer_tasks(
+                    number, lever.name, tasks, rejected
+                ),
             )
             return lever.propose(context)
 

@@ -22,7 +22,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -72,6 +72,8 @@ class RunDir:
         self._state.setdefault("round_tasks", {})
         self._state.setdefault("candidates", {})
         self._state.setdefault("tests", {})
+        self._state.setdefault("proposed_tasks", [])
+        self._state.setdefault("proposals", {})
         self._state.setdefault("tokens", sum(t.tokens for _, t in store.trajectories(run_id)))
         self._state.setdefault("seconds", 0.0)
         self._state.setdefault("model_errors", {"count": 0, "first": None})
@@ -256,6 +258,24 @@ class RunDir:
         stored = self.store.trajectories(self.run_id, agent=agent, task_ids=ids)
         return [t for _, t in stored if t.sample in samples]
 
+    def offer_tasks(
+        self, number: int, lever: str, tasks: Sequence[Task], rejected: Mapping[str, int]
+    ) -> None:
+        """Keep training tasks a lever proposed (for the curriculum) and what it turned away."""
+        known = {t["id"] for t in self._state["proposed_tasks"]}
+        fresh = [t for t in tasks if t.split == "train" and t.id not in known]
+        self._state["proposed_tasks"].extend(to_dict(t) for t in fresh)
+        self._state["proposals"][f"{number}:{lever}"] = {
+            "accepted": len(fresh),
+            "rejected": dict(sorted(rejected.items())),
+        }
+        self._save()
+
+    @property
+    def proposed_tasks(self) -> list[Task]:
+        """Training tasks proposed by levers so far, oldest first."""
+        return [from_dict(Task, t) for t in self._state["proposed_tasks"]]
+
     # --- progress ---------------------------------------------------------------------------
 
     @property
@@ -325,10 +345,16 @@ class RunDir:
                         **self.privileged(version),
                     }
                 )
+        proposals = {
+            key.split(":", 1)[1]: counts
+            for key, counts in self._state["proposals"].items()
+            if key.split(":", 1)[0] == str(number)
+        }
         _, _, tokens = self._mark
         record = {
             **record,
             "candidates": candidates,
+            **({"proposed_tasks": proposals} if proposals else {}),
             "seconds": self._elapsed(),
             "tokens": self._state["tokens"] - tokens,
         }

@@ -76,6 +76,13 @@ def round_lines(record: dict[str, Any]) -> str:
                 f"  {candidate['lever']} -> {candidate['version']}: {verdict}, "
                 f"{candidate['reason']}"
             )
+    for lever, counts in record.get("proposed_tasks", {}).items():
+        turned = ", ".join(f"{n} {reason}" for reason, n in counts["rejected"].items())
+        lines.append(
+            f"  {lever}: {counts['accepted']} new training tasks, "
+            f"{sum(counts['rejected'].values())} proposals rejected"
+            + (f" ({turned})" if turned else "")
+        )
     return "\n".join(lines)
 
 

@@ -137,6 +137,25 @@ class Attribution:
 
 
 @dataclass(frozen=True)
+class LeverGain:
+    """What one lever of the run proposed and what of it was kept.
+
+    Attributes:
+        lever: The lever's name.
+        proposed: Candidates it proposed (rounds where it had nothing are not counted).
+        accepted: Its candidates adopted on the final agent's lineage.
+        probe_gain: Sum of the probe gains of those candidates.
+        test_gain: Sum of their test gains (``None`` if one of them was not tested).
+    """
+
+    lever: str
+    proposed: int
+    accepted: int
+    probe_gain: float
+    test_gain: float | None
+
+
+@dataclass(frozen=True)
 class Breakdown:
     """Base and final test metrics of one group of tasks (a family or a difficulty).
 
@@ -345,6 +364,25 @@ def attribution(data: ImproveRun) -> list[Attribution]:
     return rows
 
 
+def lever_gains(data: ImproveRun, steps: Sequence[Attribution]) -> list[LeverGain]:
+    """Each lever of the run, in the order it proposed, with its accepted gains in ``steps``."""
+    proposed: dict[str, int] = {lever: 0 for lever in data.summary.get("levers", [])}
+    for record in data.summary["rounds"]:
+        for candidate in record["candidates"]:
+            proposed.setdefault(str(candidate["lever"]), 0)
+            proposed[str(candidate["lever"])] += candidate.get("version") is not None
+    gains = []
+    for lever, count in proposed.items():
+        mine = [s for s in steps if s.lever == lever]
+        tested = all(s.test_after is not None and s.test_before is not None for s in mine)
+        test_gain = (
+            sum((s.test_after or 0.0) - (s.test_before or 0.0) for s in mine) if tested else None
+        )
+        probe_gain = sum(s.probe_gain for s in mine)
+        gains.append(LeverGain(lever, count, len(mine), probe_gain, test_gain))
+    return gains
+
+
 def describe_change(parent: Agent | None, child: Agent | None) -> str:
     """Say in a few words what a version changed compared with its parent."""
     if child is None:
@@ -359,6 +397,13 @@ def describe_change(parent: Agent | None, child: Agent | None) -> str:
         changes.append("a LoRA adapter" if child.adapter else "no LoRA adapter")
     if child.system_prompt != before.system_prompt:
         changes.append("a new system prompt")
+    if child.guidance != before.guidance:
+        changes.append(f"new guidance for {', '.join(sorted(child.guidance)) or 'no env'}")
+    if child.skills != before.skills:
+        names = ", ".join(s.name for s in child.skills[:3]) + (
+            ", ..." if len(child.skills) > 3 else ""
+        )
+        changes.append(f"{len(child.skills)} skills (was {len(before.skills)}): {names}")
     return "; ".join(changes) or "settings only"
 
 

@@ -23,6 +23,7 @@ from ratchet.report.data import (
     breakdown,
     curve,
     flips,
+    lever_gains,
 )
 from ratchet.report.html import (
     badge,
@@ -184,7 +185,13 @@ def _curve_section(data: ImproveRun) -> str:
 
 
 def _attribution_section(data: ImproveRun, steps: list[Attribution]) -> str:
-    parts = ["<h2>Which lever did it</h2>"]
+    rows = [
+        [esc(g.lever), str(g.proposed), str(g.accepted), signed_points(g.probe_gain), test]
+        for g in lever_gains(data, steps)
+        for test in ["—" if g.test_gain is None else signed_points(g.test_gain)]
+    ]
+    headers = ["lever", "candidates", "accepted", "probe gain", "test gain"]
+    parts = ["<h2>Which lever did it</h2>", table(headers, rows, numeric=(1, 2, 3, 4))]
     if not steps:
         parts.append(
             '<p class="note">No candidate was accepted: the final agent is the base agent. '

@@ -6,7 +6,9 @@ The agent has ``add``, ``subtract``, ``multiply`` and ``divide`` and submits the
 and rejects non-finite numbers (``nan``, ``inf``).
 
 Hindsight relabelling (:func:`relabel`) turns any trajectory that computed a chain of whole
-numbers and submitted its value into an ``expression`` task for that chain.
+numbers and submitted its value into an ``expression`` task for that chain, and
+:func:`from_params` builds the task for any such chain someone proposes (``PARAMS_SCHEMA``
+says what a chain looks like).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from ratchet.core.env import SimpleEnv
 from ratchet.core.task import Task, TaskSpec
@@ -30,6 +32,7 @@ _WORD = {
     "multiply": "{who}'s pile grows to {n} times its size",
     "divide": "{who} splits them into {n} equal piles and keeps one pile",
 }
+_LIMIT = 10**9  # largest magnitude a proposed chain may reach
 _NAMES = ["Ana", "Ben", "Chen", "Dara", "Eli", "Fatima", "Gus", "Hana"]
 _THINGS = ["apples", "coins", "marbles", "stickers", "books", "shells"]
 
@@ -203,9 +206,70 @@ def relabel(trajectory: Trajectory) -> TaskSpec | None:
         value = int(_APPLY[op](value, operand))
     if answer != value or value != values[-1]:
         return None
+    return _worded(start, steps, value)
+
+
+def _worded(start: int, steps: list[tuple[str, int]], value: int) -> TaskSpec:
     # Worded like a sampled task (expression or story), chosen by the chain itself so the same
-    # episode always gets the same task.
+    # chain always gets the same task.
     return _phrase(random.Random(f"{start}:{steps}"), start, steps, value)
+
+
+PARAMS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "start": {"type": "integer", "minimum": 1, "maximum": 999},
+        "steps": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 5,
+            "items": {
+                "type": "array",
+                "prefixItems": [
+                    {"enum": list(OPS)},
+                    {"type": "integer", "minimum": 1, "maximum": 99},
+                ],
+                "items": False,
+                "minItems": 2,
+                "maxItems": 2,
+            },
+        },
+    },
+    "required": ["start", "steps"],
+    "additionalProperties": False,
+}
+
+
+def from_params(params: dict[str, Any]) -> TaskSpec:
+    """Build the task of a proposed chain ``{"start": 7, "steps": [["add", 5], ...]}``.
+
+    The answer is computed here, never taken from the params.
+
+    Raises:
+        ValueError: If the chain is not whole numbers with known operations, divides by zero or
+            into a fraction, is longer than the highest difficulty, or grows beyond 10^9.
+    """
+    start, raw = params.get("start"), params.get("steps")
+    if not _whole(start):
+        raise ValueError(f"start must be a whole number; got {start!r}")
+    if not isinstance(raw, list) or not 1 <= len(raw) <= env.max_difficulty:
+        raise ValueError(f"steps must be a list of 1 to {env.max_difficulty} [operation, number]")
+    value, steps = int(start), []
+    for step in raw:
+        if not (isinstance(step, list | tuple) and len(step) == 2 and step[0] in OPS):
+            raise ValueError(f"each step must be [operation, number] with one of {list(OPS)}")
+        op, operand = step
+        if not _whole(operand) or (op == "divide" and (operand == 0 or value % operand)):
+            raise ValueError(f"{op} {operand!r} does not keep the chain in whole numbers")
+        value = int(_APPLY[op](value, operand))
+        if abs(value) > _LIMIT:
+            raise ValueError(f"the chain grows beyond {_LIMIT}")
+        steps.append((str(op), int(operand)))
+    return _worded(int(start), steps, value)
+
+
+def _whole(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= _LIMIT
 
 
 env: SimpleEnv[None] = SimpleEnv(
@@ -219,4 +283,6 @@ env: SimpleEnv[None] = SimpleEnv(
     max_difficulty=5,
     version="2",
     describe=relabel,
+    task_from_params=from_params,
+    params_schema=PARAMS_SCHEMA,
 )

@@ -10,13 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ratchet.improve.levers.base import Lever, LeverContext
+from ratchet.improve.levers.base import Lever, LeverContext, make_play
 from ratchet.improve.levers.demos import DemosLever
 from ratchet.improve.levers.exemplars import ExemplarLever
 from ratchet.improve.levers.grpo import GrpoLever
 from ratchet.improve.levers.insights import InsightLever
 from ratchet.improve.levers.pairs import PairsLever
+from ratchet.improve.levers.prompt import PromptLever
 from ratchet.improve.levers.rft import RftLever
+from ratchet.improve.levers.skills import SkillLever
+from ratchet.improve.levers.tasks import TaskLever
 
 BUILTIN: dict[str, Callable[..., Lever]] = {
     "exemplars": ExemplarLever,
@@ -25,9 +28,12 @@ BUILTIN: dict[str, Callable[..., Lever]] = {
     "pairs": PairsLever,
     "grpo": GrpoLever,
     "demos": DemosLever,
+    "skills": SkillLever,
+    "prompt": PromptLever,
+    "tasks": TaskLever,
 }
 
-__all__ = ["BUILTIN", "Lever", "LeverContext", "make_levers"]
+__all__ = ["BUILTIN", "Lever", "LeverContext", "make_levers", "make_play"]
 
 
 def make_levers(
@@ -40,10 +46,13 @@ def make_levers(
         options: Keyword arguments per lever name, e.g. ``{"rft": {"steps": 20}}``.
 
     Raises:
-        ValueError: Naming the unknown lever and the known ones.
+        ValueError: Naming the unknown lever and the known ones, or a lever named twice.
     """
     unknown = [name for name in names if name not in BUILTIN]
     if unknown:
         raise ValueError(f"unknown lever(s) {', '.join(unknown)}; known: {', '.join(BUILTIN)}")
+    twice = sorted({name for name in names if list(names).count(name) > 1})
+    if twice:
+        raise ValueError(f"lever(s) named more than once: {', '.join(twice)}")
     options = options or {}
     return [BUILTIN[name](**options.get(name, {})) for name in names]

@@ -196,7 +196,12 @@ def acceptable(rule: str, specific: set[str]) -> bool:
     """Whether a rule is a usable general sentence that copies no task-specific value."""
     if not 10 <= len(rule) <= 200 or len(rule.split()) < 3:
         return False
-    return not any(token.lower() in specific for token in _SPECIFIC.findall(rule))
+    return not copied_values(rule, specific)
+
+
+def copied_values(text: str, specific: set[str]) -> set[str]:
+    """The task-specific values (see :func:`specific_values`) that ``text`` mentions."""
+    return {token.lower() for token in _SPECIFIC.findall(text)} & specific
 
 
 def similar(a: str, b: str) -> bool:
