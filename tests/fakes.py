@@ -139,3 +139,16 @@ def lever_context(experience, workdir, **fields):
     defaults = {"incumbent": Agent(model="local"), "model": None, "reflector": None}
     values = {**defaults, "trainer": None, **fields}
     return LeverContext(env=env, experience=experience, workdir=workdir, version="v1", **values)
+
+
+def describe_task(env, trajectory):
+    """The task ``env.describe`` names for ``trajectory`` (``None`` if none), ready to replay."""
+    from ratchet.core.env import problem_key_of
+    from ratchet.core.task import make_task
+
+    spec = env.describe(trajectory)
+    if spec is None:
+        return None
+    return make_task(
+        env.name, spec, difficulty=spec.difficulty or 1, problem_key=problem_key_of(env)
+    )

@@ -1,5 +1,6 @@
 import random
 
+from fakes import describe_task
 from ratchet.core.task import Task, make_task
 from ratchet.core.tool import ToolCall
 from ratchet.engine.harness import replay
@@ -22,7 +23,7 @@ def finish(answer: object) -> ToolCall:
 
 def test_oracle_trajectories_relabel_to_their_own_expression():
     for task in env.tasks("test", 40):
-        spec = env.describe(replay(env, task, env.oracle(task)))
+        spec = describe_task(env, replay(env, task, env.oracle(task)))
         assert spec is not None
         assert spec.params == task.params
         assert spec.family in ("expression", "word")
@@ -61,7 +62,7 @@ def test_nothing_is_named_unless_the_answer_is_the_chain_value():
     assert relabel(run([op("add", 3, 4), finish("seven")])) is None
     assert relabel(run([op("add", 3, 4)])) is None
     assert relabel(run([finish(7)])) is None
-    assert env.describe(run([op("add", 3, 4), finish(8)])) is None
+    assert describe_task(env, run([op("add", 3, 4), finish(8)])) is None
 
 
 def test_fractions_break_the_chain():
@@ -108,7 +109,7 @@ def test_random_explorations_relabel_to_tasks_the_verifier_passes():
     tasks = env.tasks("train", 150)
     for task in tasks:
         calls = random_policy(task, rng)
-        described = env.describe(replay(env, task, calls))
+        described = describe_task(env, replay(env, task, calls))
         if described is None:
             continue
         relabelled += 1

@@ -4,6 +4,7 @@ import random
 
 import pytest
 
+from fakes import describe_task
 from ratchet.core.tool import ToolCall
 from ratchet.engine.harness import replay
 from ratchet.envs.check import check_env
@@ -140,7 +141,7 @@ def test_syntax_errors_are_reported_when_writing():
 
 def test_describe_names_the_family_of_the_written_function():
     task = _task("chunk")
-    described = env.describe(replay(env, task, env.oracle(task)))
+    described = describe_task(env, replay(env, task, env.oracle(task)))
     assert described is not None
     assert described.params["family"] == "chunk"
     assert described.params["params"] == task.params["params"]
@@ -152,7 +153,7 @@ def test_describe_relabels_an_exploration_that_solved_another_task():
     code = other.reference("top_k", {"k": 2, "small": False})
     trajectory = replay(env, task, [_write(code), FINISH])
     assert not trajectory.passed
-    described = env.describe(trajectory)
+    described = describe_task(env, trajectory)
     assert described is not None
     assert described.params["family"] == "top_k"
     assert described.params["params"] == {"k": 2, "small": False}
@@ -169,18 +170,18 @@ def test_a_failed_episode_is_relabelled_by_the_prefix_that_wrote_a_working_funct
     failed = replay(env, task, calls)
     assert not failed.passed
     view = [*calls[:2], ToolCall("finish", {"answer": failed.steps[1].observation.text})]
-    described = env.describe(replay(env, task, view))
+    described = describe_task(env, replay(env, task, view))
     assert described is not None and described.family == "string"
     assert described.params["params"] == {"old": "a", "new": "b"}
     assert replay(env, described, view).passed
-    assert env.describe(replay(env, task, [*calls, FINISH])) is None  # upper() is no family
+    assert describe_task(env, replay(env, task, [*calls, FINISH])) is None  # upper() is no family
 
 
 def test_describe_names_nothing_without_a_working_function():
     task = _task()
-    assert env.describe(replay(env, task, [FINISH])) is None
+    assert describe_task(env, replay(env, task, [FINISH])) is None
     trajectory = replay(env, task, [_write("def unrelated():\n    return 1\n"), FINISH])
-    assert env.describe(trajectory) is None
+    assert describe_task(env, trajectory) is None
 
 
 def test_conformance_on_a_few_tasks():

@@ -3,6 +3,7 @@ import re
 
 import pytest
 
+from fakes import describe_task
 from ratchet.core.task import make_task
 from ratchet.core.tool import ToolCall
 from ratchet.engine.harness import replay
@@ -216,7 +217,7 @@ def test_a_huge_answer_fails():
 def test_describe_relabels_oracle_trajectories():
     for family in ("lookup", "transform", "reorganise"):
         task = _task(family)
-        spec = env.describe(replay(env, task, env.oracle(task)))
+        spec = describe_task(env, replay(env, task, env.oracle(task)))
         assert spec is not None
         described = make_task("files", spec, difficulty=task.difficulty)
         assert replay(env, described, env.oracle(task)).passed
@@ -237,7 +238,7 @@ def test_describe_relabels_random_explorations():
                 ToolCall("read_file", {"path": path}),
             ]))  # fmt: skip
         trajectory = replay(env, task, [*calls, ToolCall("finish", {"answer": "done"})])
-        described = env.describe(trajectory)
+        described = describe_task(env, trajectory)
         if described is not None:
             named += 1
             assert replay(env, described, [s.call for s in trajectory.steps]).passed
@@ -247,7 +248,7 @@ def test_describe_relabels_random_explorations():
 def test_describe_names_nothing_for_a_read_only_trajectory():
     task = env.tasks("train", 1)[0]
     trajectory = replay(env, task, [ToolCall("list_files", {}), ToolCall("finish", {"answer": ""})])
-    assert env.describe(trajectory) is None
+    assert describe_task(env, trajectory) is None
 
 
 def test_conformance_on_a_few_tasks():
@@ -326,7 +327,7 @@ def test_a_failed_episode_is_relabelled_to_the_values_and_changes_its_prefixes_r
     failed = replay(env, task, calls)
     assert not failed.passed and failed.steps[1].failed
     views = prefix_views(failed)
-    described = [env.describe(replay(env, task, view)) for view in views]
+    described = [describe_task(env, replay(env, task, view)) for view in views]
     assert [d.family if d else None for d in described] == ["lookup", "lookup", "reorganise"]
     first, second = (reads[i].arguments for i in (0, 1))
     assert described[0].instruction.startswith(f"What is the value of '{first['key']}' in")
@@ -342,6 +343,6 @@ def test_values_the_episode_never_read_are_not_relabelled():
     value = task.params["answer"][0]
     log = next(p for p in generate(**task.params["world"]).files if p.startswith("logs/"))
     guessed = [ToolCall("read_file", {"path": log}), ToolCall("finish", {"answer": value})]
-    assert env.describe(replay(env, task, guessed)) is None
+    assert describe_task(env, replay(env, task, guessed)) is None
     nothing = [ToolCall("read_file", {"path": log}), ToolCall("finish", {"answer": "hello"})]
-    assert env.describe(replay(env, task, nothing)) is None
+    assert describe_task(env, replay(env, task, nothing)) is None

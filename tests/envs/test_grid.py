@@ -3,6 +3,7 @@ from collections import Counter
 
 import pytest
 
+from fakes import describe_task
 from ratchet.core.records import from_json, to_json
 from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall, ToolError
@@ -225,7 +226,7 @@ def test_check_env_passes_on_200_tasks():
 
 
 def test_relabelling_names_what_was_crafted_and_where_things_were_left():
-    crafted = env.describe(replay(env, task_for({"kind": "go", "room": "green"}), CRAFT_AXE))
+    crafted = describe_task(env, replay(env, task_for({"kind": "go", "room": "green"}), CRAFT_AXE))
     assert crafted is not None
     assert crafted.family == "craft" and crafted.params["goal"] == {"kind": "craft", "item": "axe"}
     assert crafted.instruction == (
@@ -235,15 +236,18 @@ def test_relabelling_names_what_was_crafted_and_where_things_were_left():
     )
     assert crafted.difficulty == 7  # its shortest plan takes seven actions
     wander = [*CRAFT_AXE[1:4], ToolCall("drop", {"item": "brass key"}), finish()]
-    brought = env.describe(replay(env, task_for({"kind": "go", "room": "green"}), wander))
+    brought = describe_task(env, replay(env, task_for({"kind": "go", "room": "green"}), wander))
     assert brought is not None
     assert brought.params["goal"] == {"kind": "bring", "item": "brass key", "room": "blue"}
-    assert env.describe(replay(env, task_for({"kind": "go", "room": "green"}), [finish()])) is None
+    assert (
+        describe_task(env, replay(env, task_for({"kind": "go", "room": "green"}), [finish()]))
+        is None
+    )
 
 
 def test_oracle_trajectories_relabel_to_tasks_the_verifier_passes():
     for task in env.tasks("test", 25):
-        described = env.describe(replay(env, task, env.oracle(task)))
+        described = describe_task(env, replay(env, task, env.oracle(task)))
         assert described is not None
         assert replay(env, described, env.oracle(described)).passed
 
@@ -273,7 +277,7 @@ def test_random_explorations_relabel_to_tasks_the_verifier_passes():
     tasks = env.tasks("train", 120)
     for task in tasks:
         calls = explore(task, rng)
-        described = env.describe(replay(env, task, calls))
+        described = describe_task(env, replay(env, task, calls))
         if described is None:
             continue
         kinds[described.family] += 1
@@ -329,7 +333,7 @@ def test_a_failed_episode_is_relabelled_to_the_sub_goals_its_prefixes_reached():
     calls = [*CRAFT_AXE[1:4], ToolCall("move", {"to": "green room"}), ToolCall("look", {})]
     failed = replay(env, task, calls)
     assert not failed.passed
-    described = [env.describe(replay(env, task, view)) for view in prefix_views(failed)]
+    described = [describe_task(env, replay(env, task, view)) for view in prefix_views(failed)]
     goals = [d.params["goal"] if d else None for d in described]
     assert goals == [
         {"kind": "fetch", "item": "brass key"},
@@ -353,5 +357,7 @@ def test_an_episode_that_changed_nothing_is_not_relabelled():
     ]
     trajectory = replay(env, task, calls)
     assert not trajectory.passed
-    assert all(env.describe(replay(env, task, view)) is None for view in prefix_views(trajectory))
-    assert env.describe(trajectory) is None
+    assert all(
+        describe_task(env, replay(env, task, view)) is None for view in prefix_views(trajectory)
+    )
+    assert describe_task(env, trajectory) is None

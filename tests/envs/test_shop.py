@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from fakes import describe_task
 from ratchet.core.task import Task, make_task
 from ratchet.core.tool import ToolCall, ToolError
 from ratchet.core.trajectory import Trajectory
@@ -424,7 +425,7 @@ def test_describe_names_what_oracle_trajectories_did():
     described = 0
     for task in env.tasks("train", 40):
         trajectory = replay(env, task, env.oracle(task))
-        relabelled = env.describe(trajectory)
+        relabelled = describe_task(env, trajectory)
         assert relabelled is not None, task.instruction
         if not task.params["writes"]:
             assert relabelled.family == "info"
@@ -444,7 +445,7 @@ def test_describe_rejects_trajectories_with_violations():
     customer, order = order_with("pending")
     task = task_for([], customer=customer.id)
     trajectory = replay(env, task, [cancel(order), lookup(customer), cancel(order), finish()])
-    assert env.describe(trajectory) is None
+    assert describe_task(env, trajectory) is None
 
 
 def random_calls(rng: random.Random, task: Task) -> list[ToolCall]:
@@ -519,7 +520,7 @@ def test_describe_yields_passing_tasks_for_random_explorations():
     for task in tasks:
         calls = random_calls(rng, task)
         trajectory: Trajectory = replay(env, task, calls)
-        spec = env.describe(trajectory)
+        spec = describe_task(env, trajectory)
         if spec is None:
             continue
         yielded += 1
@@ -593,7 +594,7 @@ def test_a_failed_episode_is_relabelled_to_the_questions_and_writes_its_prefixes
     failed = replay(env, task, calls)
     assert not failed.passed and not any(s.failed for s in failed.steps)
     views = prefix_views(failed)
-    described = [env.describe(replay(env, task, view)) for view in views]
+    described = [describe_task(env, replay(env, task, view)) for view in views]
     assert described[0] is None  # confirming identity alone achieves nothing
     question = described[1]
     assert question is not None and question.family == "info" and question.difficulty == 1
@@ -619,5 +620,7 @@ def test_an_episode_that_found_nothing_out_is_not_relabelled():
         finish("Your order is pending."),
     ]
     trajectory = replay(env, task, calls)
-    assert env.describe(trajectory) is None
-    assert all(env.describe(replay(env, task, view)) is None for view in prefix_views(trajectory))
+    assert describe_task(env, trajectory) is None
+    assert all(
+        describe_task(env, replay(env, task, view)) is None for view in prefix_views(trajectory)
+    )
