@@ -29,7 +29,7 @@ import llguidance.hf
 import torch
 import transformers
 
-from ratchet.engine.models import kvcache
+import ratchet.engine.models.kvcache as kvcache
 from ratchet.engine.models.base import Completion, ModelError, Prompt, Sampling
 from ratchet.engine.models.constrain import ToolCallConstraint, tool_call_grammar
 from ratchet.engine.models.render import render_prompt
