@@ -139,7 +139,9 @@ class LoraSettings:
         batch_size: Sequences per step.
         learning_rate: AdamW learning rate.
         rank: LoRA rank (alpha is twice the rank).
-        max_tokens: Longest training sequence; longer episodes are skipped.
+        max_tokens: Longest training sequence; longer episodes are skipped. 3072 holds a
+            multi-turn shop or files episode of the embedded model (its prompt alone is about
+            2,000 tokens); 1024 skipped every one of them.
         seed: Seed for batching and initialisation.
         beta: How strongly :meth:`Trainer.dpo` and :meth:`Trainer.grpo` hold the policy to the
             reference (DPO's beta; the KL coefficient of GRPO); unused by SFT.
@@ -151,7 +153,7 @@ class LoraSettings:
     batch_size: int = 4
     learning_rate: float = 1e-3
     rank: int = 16
-    max_tokens: int = 1024
+    max_tokens: int = 3072
     seed: int = 0
     beta: float = 0.1
     clip: float = 0.2
