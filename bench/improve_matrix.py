@@ -46,7 +46,7 @@ def rows(demos: bool) -> list[Row]:
     """The matrix's rows: each env at its lower levels, with a budget of about 25 minutes."""
     base = ImproveConfig(env="calc", levers=("exemplars", "rft"), rounds=3, probe_tasks=32)
     chosen = [
-        Row("calc", replace(base, env="calc", max_difficulty=2, train_tasks=48)),
+        Row("calc", replace(base, env="calc", max_difficulty=3, train_tasks=48)),
         Row("grid", replace(base, env="grid", max_difficulty=2)),
         Row("files", replace(base, env="files", max_difficulty=2)),
         Row("shop", replace(base, env="shop", max_difficulty=2)),
