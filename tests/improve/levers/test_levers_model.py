@@ -33,7 +33,7 @@ def tiny(lever):
         model="local",
         levers=(lever,),
         rounds=1,
-        train_tasks=6,
+        train_tasks=4,
         train_k=2,
         probe_tasks=6,  # 4 could never reach p <= 0.05, and improve refuses it
         test_tasks=4,
