@@ -11,9 +11,11 @@ from ratchet.core.trajectory import Trajectory
 from ratchet.engine.harness import replay
 from ratchet.envs.check import check_env
 from ratchet.envs.shop import env
-from ratchet.envs.shop.db import DB_SEEDS, TABLES, Customer, Order, fresh_copy, store
+from ratchet.envs.shop.db import DB_SEEDS, fresh_copy, store
+from ratchet.envs.shop.schema import TABLES, Customer, Order
 from ratchet.envs.shop.state import delta, fingerprint
-from ratchet.envs.shop.tools import World, make_tools
+from ratchet.envs.shop.tools import make_tools
+from ratchet.envs.shop.world import World
 
 SEED = 0
 

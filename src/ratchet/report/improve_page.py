@@ -15,12 +15,9 @@ import ratchet.report.charts as charts
 from ratchet.core.stats import paired_differences, permutation_p_value
 from ratchet.report.data import (
     Attribution,
-    Breakdown,
-    Flip,
     ImproveRun,
     Stored,
     attribution,
-    breakdown,
     curve,
     flips,
     lever_gains,
@@ -32,18 +29,14 @@ from ratchet.report.html import (
     duration,
     esc,
     figure,
-    link,
     p_value,
     page,
     rate,
-    shorten,
     signed_points,
     table,
 )
+from ratchet.report.improve_tasks import breakdown_section, episodes_section, flip_section
 from ratchet.report.privileged import headline_suffix, privileged_note
-
-# Above this many, the flip tables show the first rows and say how many were left out.
-MAX_FLIP_ROWS = 200
 
 
 def linked_trajectories(data: ImproveRun) -> list[Stored]:
@@ -94,10 +87,10 @@ def improve_page(data: ImproveRun) -> str:
         _curve_section(data),
         _attribution_section(data, steps),
         _gate_section(summary),
-        _breakdown_section(data, base_runs, final_runs),
-        _flip_section(flips(base_runs, final_runs), data.final_version),
+        breakdown_section(data, base_runs, final_runs),
+        flip_section(flips(base_runs, final_runs), data.final_version),
         _cost_section(summary),
-        _episodes_section(base_runs, final_runs, data.final_version),
+        episodes_section(base_runs, final_runs, data.final_version),
         _glossary(config),
     ]
     return page(f"Ratchet report: {summary['env']}", "\n".join(sections))
@@ -321,76 +314,6 @@ def _gate_section(summary: dict[str, Any]) -> str:
     )
 
 
-def _breakdown_section(data: ImproveRun, base_runs: list[Stored], final_runs: list[Stored]) -> str:
-    if not base_runs or not final_runs:
-        return (
-            "<h2>Before and after, by task family and difficulty</h2>"
-            '<p class="note">The store holds no test episodes of base or final.</p>'
-        )
-    by_family = breakdown(base_runs, final_runs, data.k, lambda t: t.task.family)
-    by_difficulty = breakdown(base_runs, final_runs, data.k, lambda t: str(t.task.difficulty))
-    label = f"final ({data.final_version})"
-
-    def rows(groups: list[Breakdown], prefix: str) -> list[list[str]]:
-        return [
-            [
-                esc(prefix + g.group),
-                str(g.tasks),
-                rate(g.base),
-                rate(g.final),
-                signed_points(g.final - g.base),
-            ]
-            for g in groups
-        ]
-
-    headers = ["group", "test tasks", "base pass@1", f"{label} pass@1", "change"]
-    return (
-        "<h2>Before and after, by task family and difficulty</h2>"
-        + figure(
-            charts.breakdown_chart(by_family, by_difficulty, label),
-            "Test pass@1 of base and final per group; the number of test tasks is in brackets.",
-        )
-        + '<div class="grid2"><div>'
-        + table(headers, rows(by_family, ""), numeric=(1, 2, 3, 4))
-        + "</div><div>"
-        + table(headers, rows(by_difficulty, "level "), numeric=(1, 2, 3, 4))
-        + "</div></div>"
-    )
-
-
-def _flip_section(found: list[Flip], final_version: str) -> str:
-    fixed = [f for f in found if f.fixed]
-    broken = [f for f in found if not f.fixed]
-    parts = [
-        "<h2>Flipped test tasks</h2>",
-        '<p class="note">Test episodes whose outcome changed between base and final (paired by '
-        "task and sample). Open both trajectories to see what the agent now does differently."
-        "</p>",
-    ]
-    for title, flipped in (
-        (f"fail → pass ({len(fixed)})", fixed),
-        (f"pass → fail ({len(broken)})", broken),
-    ):
-        parts.append(f"<h3>{esc(title)}</h3>")
-        if not flipped:
-            parts.append('<p class="note">None.</p>')
-            continue
-        rows = [
-            [
-                esc(shorten(f.trajectory.task.instruction)),
-                esc(f.trajectory.task.family),
-                str(f.trajectory.task.difficulty),
-                link(f"trajectories/{f.base_id}.html", f"base #{f.base_id}"),
-                link(f"trajectories/{f.final_id}.html", f"{final_version} #{f.final_id}"),
-            ]
-            for f in flipped[:MAX_FLIP_ROWS]
-        ]
-        parts.append(table(["task", "family", "difficulty", "before", "after"], rows, numeric=(2,)))
-        if len(flipped) > MAX_FLIP_ROWS:
-            parts.append(f'<p class="note">{len(flipped) - MAX_FLIP_ROWS} more not shown.</p>')
-    return "".join(parts)
-
-
 def _cost_section(summary: dict[str, Any]) -> str:
     rows = [
         [
@@ -437,35 +360,6 @@ def _cost_section(summary: dict[str, Any]) -> str:
             rows,
             numeric=(1, 2, 3, 4, 5),
         )
-    )
-
-
-def _episodes_section(base_runs: list[Stored], final_runs: list[Stored], final: str) -> str:
-    after = {(t.task.id, t.sample): (i, t) for i, t in final_runs}
-    rows = []
-    for base_id, trajectory in sorted(base_runs, key=lambda s: (s[1].task.family, s[1].task.id)):
-        paired = after.get((trajectory.task.id, trajectory.sample))
-        final_cell = "—"
-        if paired is not None and final != "base":
-            final_cell = f"{badge(paired[1].passed)} " + link(
-                f"trajectories/{paired[0]}.html", f"#{paired[0]}"
-            )
-        rows.append(
-            [
-                esc(shorten(trajectory.task.instruction, 90)),
-                esc(trajectory.task.family),
-                str(trajectory.task.difficulty),
-                str(trajectory.sample),
-                f"{badge(trajectory.passed)} "
-                + link(f"trajectories/{base_id}.html", f"#{base_id}"),
-                final_cell,
-            ]
-        )
-    return (
-        f"<h2>All test episodes</h2><details><summary>{len(rows)} paired episodes of base and "
-        f"{esc(final)}</summary>"
-        + table(["task", "family", "difficulty", "sample", "base", final], rows, numeric=(2, 3))
-        + "</details>"
     )
 
 

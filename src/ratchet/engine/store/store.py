@@ -10,24 +10,22 @@ what lets an interrupted run resume without duplicates (see :meth:`Store.done_ke
 
 One :class:`Store` may be shared by threads; several processes may open the same directory,
 read concurrently and take turns writing (SQLite serialises writers; a busy writer is waited
-for up to ``busy_timeout_s``).
+for up to ``busy_timeout_s``). How the connection does this is in ``connection.py``.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
-import sqlite3
-import threading
 import time
-from collections.abc import Collection, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from ratchet.core.records import from_json, to_json
 from ratchet.core.trajectory import Trajectory
+from ratchet.engine.store.connection import Database
 from ratchet.engine.store.records import (
     DECISION_SELECT,
     RUN_SELECT,
@@ -43,7 +41,6 @@ from ratchet.engine.store.records import (
     row_id,
     run_from_row,
 )
-from ratchet.engine.store.schema import check_openable, migrate
 
 DB_NAME = "ratchet.db"
 
@@ -69,36 +66,11 @@ class Store:
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"store path {self.root} exists and is not a directory")
         self.root.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.RLock()
-        self._connection: sqlite3.Connection | None = None
-        try:
-            self._connection = sqlite3.connect(
-                self.db_path,
-                timeout=busy_timeout_s,
-                isolation_level=None,  # autocommit; writes open their own BEGIN IMMEDIATE
-                check_same_thread=False,
-            )
-            # Refuse a newer or foreign database before switching it to WAL, which writes.
-            check_openable(self._connection, self.db_path)
-            self._connection.execute("PRAGMA journal_mode=WAL")
-            # NORMAL in WAL mode keeps the database consistent after a crash; only the last
-            # commits before a power loss (not a process kill) can be lost.
-            self._connection.execute("PRAGMA synchronous=NORMAL")
-            self._connection.execute("PRAGMA foreign_keys=ON")
-            self._migrate()
-        except sqlite3.DatabaseError as exc:
-            self.close()
-            raise StoreError(f"{self.db_path} is not a usable ratchet store: {exc}") from None
-        except StoreError:
-            self.close()
-            raise
+        self._db = Database(self.db_path, busy_timeout_s)
 
     def close(self) -> None:
         """Close the database connection (idempotent)."""
-        with self._lock:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
+        self._db.close()
 
     def __enter__(self) -> Store:
         return self
@@ -130,7 +102,7 @@ class Store:
             stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(created))
             run_id = f"{kind}-{stamp}-{secrets.token_hex(2)}"
         config_json = json.dumps(config, sort_keys=True)
-        with self._write() as db:
+        with self._db.write() as db:
             if db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
                 raise StoreError(f"run {run_id!r} already exists; pick another id or resume it")
             db.execute(
@@ -148,7 +120,7 @@ class Store:
         """
         if status not in RUN_STATUSES:
             raise ValueError(f"run status must be one of {', '.join(RUN_STATUSES)}; got {status!r}")
-        with self._write() as db:
+        with self._db.write() as db:
             cursor = db.execute("UPDATE runs SET status = ? WHERE id = ?", (status, run_id))
             if cursor.rowcount == 0:
                 raise StoreError(f"no run {run_id!r} in {self.root}")
@@ -159,7 +131,7 @@ class Store:
         Raises:
             StoreError: If the run does not exist.
         """
-        rows = self._read(f"{RUN_SELECT} WHERE id = ?", (run_id,))
+        rows = self._db.read(f"{RUN_SELECT} WHERE id = ?", (run_id,))
         if not rows:
             raise StoreError(f"no run {run_id!r} in {self.root}")
         return run_from_row(rows[0])
@@ -167,8 +139,10 @@ class Store:
     def runs(self, kind: str | None = None) -> list[Run]:
         """Return all runs (optionally of one kind), oldest first."""
         if kind is None:
-            return [run_from_row(row) for row in self._read(f"{RUN_SELECT} ORDER BY created, id")]
-        rows = self._read(f"{RUN_SELECT} WHERE kind = ? ORDER BY created, id", (kind,))
+            return [
+                run_from_row(row) for row in self._db.read(f"{RUN_SELECT} ORDER BY created, id")
+            ]
+        rows = self._db.read(f"{RUN_SELECT} WHERE kind = ? ORDER BY created, id", (kind,))
         return [run_from_row(row) for row in rows]
 
     # --- trajectories -----------------------------------------------------------------------
@@ -194,7 +168,7 @@ class Store:
         """
         rows = [(t, to_json(t), to_json(t.task)) for t in trajectories]
         ids: list[int] = []
-        with self._write() as db:
+        with self._db.write() as db:
             if not db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
                 raise StoreError(f"no run {run_id!r} in {self.root}; start_run it first")
             for trajectory, trajectory_json, task_json in rows:
@@ -210,7 +184,7 @@ class Store:
         Raises:
             StoreError: If the run does not exist.
         """
-        with self._write() as db:
+        with self._db.write() as db:
             if not db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
                 raise StoreError(f"no run {run_id!r} in {self.root}; start_run it first")
             return insert_trajectory(
@@ -223,7 +197,7 @@ class Store:
         Raises:
             StoreError: If there is no such trajectory.
         """
-        rows = self._read("SELECT json FROM trajectories WHERE id = ?", (trajectory_id,))
+        rows = self._db.read("SELECT json FROM trajectories WHERE id = ?", (trajectory_id,))
         if not rows:
             raise StoreError(f"no trajectory {trajectory_id} in {self.root}")
         return from_json(Trajectory, rows[0][0])
@@ -272,13 +246,13 @@ class Store:
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [(row[0], from_json(Trajectory, row[1])) for row in self._read(sql, params)]
+        return [(row[0], from_json(Trajectory, row[1])) for row in self._db.read(sql, params)]
 
     def count_trajectories(self, run_id: str | None = None) -> int:
         """Return how many trajectories are stored (of one run, or in all)."""
         if run_id is None:
-            return int(self._read("SELECT COUNT(*) FROM trajectories")[0][0])
-        rows = self._read("SELECT COUNT(*) FROM trajectories WHERE run_id = ?", (run_id,))
+            return int(self._db.read("SELECT COUNT(*) FROM trajectories")[0][0])
+        rows = self._db.read("SELECT COUNT(*) FROM trajectories WHERE run_id = ?", (run_id,))
         return int(rows[0][0])
 
     def done_keys(self, run_id: str, agent: str) -> set[tuple[str, int]]:
@@ -287,7 +261,7 @@ class Store:
         A resumed run skips these. Crashed episodes are stored too (with ``error`` set) and so
         count as done: rerunning them belongs in a new run.
         """
-        rows = self._read(
+        rows = self._db.read(
             "SELECT task_id, sample FROM trajectories WHERE run_id = ? AND agent = ?",
             (run_id, agent),
         )
@@ -324,7 +298,7 @@ class Store:
         created = time.time()
         metadata_json = json.dumps(metadata or {}, sort_keys=True)
         exists = "SELECT 1 FROM agent_versions WHERE id = ?"
-        with self._write() as db:
+        with self._db.write() as db:
             if db.execute(exists, (version,)).fetchone():
                 raise StoreError(f"agent version {version!r} already exists in {self.root}")
             if parent is not None and not db.execute(exists, (parent,)).fetchone():
@@ -344,14 +318,14 @@ class Store:
         Raises:
             StoreError: If it is not recorded.
         """
-        rows = self._read(f"{VERSION_SELECT} WHERE id = ?", (version,))
+        rows = self._db.read(f"{VERSION_SELECT} WHERE id = ?", (version,))
         if not rows:
             raise StoreError(f"no agent version {version!r} in {self.root}")
         return self._version(rows[0])
 
     def agent_versions(self) -> list[AgentVersion]:
         """Return every agent version, in the order recorded."""
-        return [self._version(row) for row in self._read(f"{VERSION_SELECT} ORDER BY rowid")]
+        return [self._version(row) for row in self._db.read(f"{VERSION_SELECT} ORDER BY rowid")]
 
     def lineage(self, version: str) -> list[AgentVersion]:
         """Return ``version``'s ancestry, from its root down to ``version`` itself.
@@ -394,7 +368,7 @@ class Store:
         """
         created = time.time()
         numbers_json = json.dumps(numbers, sort_keys=True)
-        with self._write() as db:
+        with self._db.write() as db:
             if not db.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
                 raise StoreError(f"no run {run_id!r} in {self.root}; start_run it first")
             cursor = db.execute(
@@ -410,38 +384,12 @@ class Store:
     def decisions(self, run_id: str | None = None) -> list[Decision]:
         """Return gate decisions (of one run, or all), in the order made."""
         if run_id is None:
-            rows = self._read(f"{DECISION_SELECT} ORDER BY id")
+            rows = self._db.read(f"{DECISION_SELECT} ORDER BY id")
         else:
-            rows = self._read(f"{DECISION_SELECT} WHERE run_id = ? ORDER BY id", (run_id,))
+            rows = self._db.read(f"{DECISION_SELECT} WHERE run_id = ? ORDER BY id", (run_id,))
         return [decision_from_row(row) for row in rows]
 
     # --- internals --------------------------------------------------------------------------
-
-    def _db(self) -> sqlite3.Connection:
-        if self._connection is None:
-            raise StoreError(f"the store at {self.root} is closed")
-        return self._connection
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """Run the body as one IMMEDIATE transaction: committed whole or rolled back whole."""
-        with self._lock:
-            db = self._db()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        with self._lock:
-            return self._db().execute(sql, params).fetchall()
-
-    def _migrate(self) -> None:
-        with self._write() as db:
-            migrate(db, self.db_path)
 
     def _absolute(self, path: Path) -> Path:
         return path if path.is_absolute() else self.root / path

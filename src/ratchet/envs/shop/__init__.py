@@ -18,8 +18,9 @@ from ratchet.envs.shop.db import store
 from ratchet.envs.shop.oracle import oracle_calls
 from ratchet.envs.shop.relabel import relabel
 from ratchet.envs.shop.tasks import MAX_DIFFICULTY, sample
-from ratchet.envs.shop.tools import POLICY, World, make_tools
+from ratchet.envs.shop.tools import POLICY, make_tools
 from ratchet.envs.shop.verify import judge
+from ratchet.envs.shop.world import World
 
 
 def _build(task: Task) -> World:

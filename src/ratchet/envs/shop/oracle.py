@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from ratchet.core.tool import ToolCall
-from ratchet.envs.shop.db import Store, store
+from ratchet.envs.shop.db import store
+from ratchet.envs.shop.schema import Store
 from ratchet.envs.shop.verify import expected, gold_calls, lookup_call
 
 

@@ -17,12 +17,15 @@ from typing import TYPE_CHECKING, Any
 from ratchet.core.env import FINISH
 from ratchet.core.task import TaskSpec
 from ratchet.core.tool import ToolError
-from ratchet.envs.shop.db import DB_SEEDS, Address, Store, store
+from ratchet.envs.shop.db import DB_SEEDS, store
 from ratchet.envs.shop.oracle import difficulty_of
+from ratchet.envs.shop.schema import Address, Store
 from ratchet.envs.shop.tasks import MAX_DIFFICULTY, family_of
-from ratchet.envs.shop.tools import VIOLATION, WRITE_TOOLS, normalise_address, order_key
+from ratchet.envs.shop.tools import WRITE_TOOLS
+from ratchet.envs.shop.values import normalise_address, order_key
 from ratchet.envs.shop.verify import expected, unstated
 from ratchet.envs.shop.wording import Fact, render
+from ratchet.envs.shop.world import VIOLATION
 
 if TYPE_CHECKING:
     from ratchet.core.trajectory import Trajectory

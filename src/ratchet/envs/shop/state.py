@@ -15,7 +15,8 @@ import hashlib
 import sqlite3
 from collections import Counter
 
-from ratchet.envs.shop.db import SCHEMA, TABLES, base_rows
+from ratchet.envs.shop.db import base_rows
+from ratchet.envs.shop.schema import SCHEMA, TABLES
 
 Row = tuple[object, ...]
 Delta = dict[str, tuple[tuple[Row, ...], tuple[Row, ...]]]

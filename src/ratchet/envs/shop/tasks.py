@@ -21,17 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ratchet.core.task import TaskSpec
-from ratchet.envs.shop.db import (
-    CANCEL_REASONS,
-    DB_SEEDS,
-    Address,
-    Customer,
-    Order,
-    Store,
-    random_address,
-    store,
-)
+from ratchet.envs.shop.db import DB_SEEDS, store
+from ratchet.envs.shop.generate import random_address
 from ratchet.envs.shop.oracle import difficulty_of
+from ratchet.envs.shop.schema import CANCEL_REASONS, Address, Customer, Order, Store
 from ratchet.envs.shop.wording import Identify, render
 
 Write = dict[str, Any]

@@ -16,9 +16,12 @@ from typing import Any
 
 from ratchet.core.tool import ToolCall
 from ratchet.core.verdict import Verdict
-from ratchet.envs.shop.db import STATUSES, money, store
+from ratchet.envs.shop.db import store
+from ratchet.envs.shop.schema import STATUSES
 from ratchet.envs.shop.state import Delta, delta, differences, fingerprint
-from ratchet.envs.shop.tools import World, replay
+from ratchet.envs.shop.tools import replay
+from ratchet.envs.shop.values import money
+from ratchet.envs.shop.world import World
 
 MAX_ANSWER_CHARS = 1000
 FEEDBACK_ROWS = 8

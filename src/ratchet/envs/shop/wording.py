@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ratchet.envs.shop.db import Order, Store, store
+from ratchet.envs.shop.db import store
+from ratchet.envs.shop.schema import Order, Store
 
 Identify = Literal["email", "name_zip"]
 Fact = dict[str, str]
