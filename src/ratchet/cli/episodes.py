@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -86,8 +88,9 @@ def _options(split: str) -> list[Any]:
 
 @dataclass(frozen=True)
 class _Plan:
-    """A resolved :class:`Selection`: the agent, its backend, the tasks, the settings."""
+    """A resolved :class:`Selection`: the env, the agent, its backend, the tasks, the settings."""
 
+    env: Env
     agent: Agent
     model: Model | None
     tasks: list[Task]
@@ -95,11 +98,12 @@ class _Plan:
     directory: Path | None = None
 
 
-def _plan(env: Env, options: dict[str, Any], remote: bool = False) -> _Plan:
-    """Resolve the selection: load the agent, draw the tasks, build the backend, or exit.
+def _plan(env_ref: str, options: dict[str, Any], remote: bool = False) -> _Plan:
+    """Resolve the selection: load the env and agent, draw the tasks, build the backend, or exit.
 
     With ``remote`` (episodes on Ray workers) no backend is built here: the workers build theirs.
     """
+    env = load_env(env_ref)
     pick = build_config(Selection, options)
     try:
         chosen, directory = load_agent(pick.agent, pick.model or "local")
@@ -116,11 +120,20 @@ def _plan(env: Env, options: dict[str, Any], remote: bool = False) -> _Plan:
         backend = load_model(chosen.model, pick.base_url, adapter, pick.threads)
     settings = {"env": env.name, **to_dict(pick), "model": chosen.model}
     settings.pop("schema")
-    return _Plan(chosen, backend, tasks, settings, directory)
+    return _Plan(env, chosen, backend, tasks, settings, directory)
+
+
+@contextmanager
+def _storing(
+    plan: _Plan, env_ref: str, out: Path, ray: str | None, workers: int, episodes: int
+) -> Iterator[tuple[RayPool | None, Store]]:
+    """Yield the Ray pool ``plan`` is played on (``None`` without ``--ray``) and the store."""
+    base_url, threads = plan.settings["base_url"], plan.settings["threads"]
+    with ray_pool(ray, env_ref, workers, episodes, base_url, threads) as pool, Store(out) as store:
+        yield pool, store
 
 
 def _play(
-    env: Env,
     plan: _Plan,
     options: dict[str, Any],
     store: Store,
@@ -133,7 +146,7 @@ def _play(
 
     A dead backend marks the run failed and exits.
     """
-    config = build_config(RolloutConfig, options)
+    env, config = plan.env, build_config(RolloutConfig, options)
     k, seed = plan.settings["k"], plan.settings["seed"]
     with progress_bars(enabled=not quiet) as progress:
         played: dict[str, Any] = {
@@ -169,23 +182,18 @@ def evaluate(
     ray_episodes: RayEpisodes = 8,
 ) -> None:
     """Evaluate an agent: pass@1, pass@k, pass^k, mean score, CI, cost, per difficulty."""
-    env = load_env(env_ref)
-    plan = _plan(env, options, remote=ray is not None)
+    plan = _plan(env_ref, options, remote=ray is not None)
     tick = time.perf_counter()
-    base_url, threads = plan.settings["base_url"], plan.settings["threads"]
-    with (
-        ray_pool(ray, env_ref, ray_workers, ray_episodes, base_url, threads) as pool,
-        Store(out) as store,
-    ):
+    with _storing(plan, env_ref, out, ray, ray_workers, ray_episodes) as (pool, store):
         run_id = store.start_run("eval", plan.settings)
-        played = _play(env, plan, options, store, run_id, None, quiet or as_json, pool)
+        played = _play(plan, options, store, run_id, None, quiet or as_json, pool)
         store.finish_run(run_id, "done")
     metrics = summarize(played, plan.settings["k"], wall_s=time.perf_counter() - tick)
     page = write_report(out)
     split, agent = plan.settings["split"], plan.settings["agent"]
     if as_json:
         model_name = "scripted" if plan.agent.scripted else plan.agent.model
-        record = {"env": env.name, "agent": agent, "model": model_name, "split": split,
+        record = {"env": plan.env.name, "agent": agent, "model": model_name, "split": split,
                   **metrics.to_dict()}  # fmt: skip
         typer.echo(json.dumps(record))
         errors.print(f"report: {page}")
@@ -235,17 +243,12 @@ def run(
     ray_episodes: RayEpisodes = 8,
 ) -> None:
     """Collect trajectories into a store (resumable with --resume)."""
-    env = load_env(env_ref)
-    plan = _plan(env, options, remote=ray is not None)
+    plan = _plan(env_ref, options, remote=ray is not None)
     settings = {**plan.settings, "rollout": to_dict(build_config(RolloutConfig, options))}
-    base_url, threads = plan.settings["base_url"], plan.settings["threads"]
-    with (
-        ray_pool(ray, env_ref, ray_workers, ray_episodes, base_url, threads) as pool,
-        Store(out) as store,
-    ):
+    with _storing(plan, env_ref, out, ray, ray_workers, ray_episodes) as (pool, store):
         run_id = _run_id(store, settings, resume, out)
         skip = store.done_keys(run_id, plan.agent.version)
-        played = _play(env, plan, options, store, run_id, skip, quiet, pool)
+        played = _play(plan, options, store, run_id, skip, quiet, pool)
         store.finish_run(run_id, "done")
         total = store.count_trajectories(run_id)
     console.print(f"run {run_id}: {len(played)} new episodes, {total} in total, stored in {out}")

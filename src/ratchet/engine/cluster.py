@@ -32,7 +32,7 @@ from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.harness import crashed
 from ratchet.engine.models import Model, make_model
-from ratchet.engine.rollout import RolloutConfig, Temperature, check_model_errors, player
+from ratchet.engine.rollout import RolloutConfig, Temperature, collect, episode_jobs, player
 
 MAX_ATTEMPTS = 3
 
@@ -184,26 +184,12 @@ class RayPool:
             ModelError: If every episode ended on a model error.
         """
         config = config or RolloutConfig()
-        samples = range(first_sample, first_sample + k)
-        jobs = [(t, s) for t in tasks for s in samples if (t.id, s) not in (skip or set())]
+        jobs = episode_jobs(tasks, k, first_sample, skip)
         directory = None if agent_dir is None else str(agent_dir)
-        bar = progress.add_task(description, total=len(jobs)) if progress is not None else None
-        results: dict[int, Trajectory] = {}
-        released = 0
         temperatures = [None if temperature is None else temperature(t, s) for t, s in jobs]
         play = (agent, directory, config, seed)
-        for index, trajectory in self._stream(env, jobs, temperatures, play):
-            if index in results:
-                continue  # never record an episode twice
-            results[index] = trajectory
-            if progress is not None and bar is not None:
-                progress.advance(bar)
-            while released in results and on_trajectory is not None:
-                on_trajectory(results[released])
-                released += 1
-        played = [results[i] for i in range(len(jobs))]
-        check_model_errors(played)
-        return played
+        finished = self._stream(env, jobs, temperatures, play)
+        return collect(finished, len(jobs), on_trajectory, progress, description)
 
     def _stream(
         self,

@@ -119,32 +119,71 @@ def rollout(
     if limit is not None and limit < config.concurrency:
         config = replace(config, concurrency=limit)
     env = guarded(env)
-    samples = range(first_sample, first_sample + k)
-    jobs = [(t, s) for t in tasks for s in samples if (t.id, s) not in (skip or set())]
+    jobs = episode_jobs(tasks, k, first_sample, skip)
     batcher = _batcher(agent, model, config, len(jobs))
     play = player(env, agent, model, config, seed, batcher, temperature)
-    bar = progress.add_task(description, total=len(jobs)) if progress is not None else None
-    done: dict[int, Trajectory] = {}
-    released = 0
     with ThreadPoolExecutor(max(1, config.concurrency), "ratchet-episode") as pool:
         futures = {pool.submit(play, task, sample): i for i, (task, sample) in enumerate(jobs)}
-        try:
-            for future in as_completed(futures):
-                done[futures[future]] = future.result()
+
+        def finished() -> Iterator[tuple[int, Trajectory]]:
+            for count, future in enumerate(as_completed(futures), 1):
+                trajectory = future.result()
                 if batcher is not None:
-                    batcher.in_flight(min(config.concurrency, len(jobs) - len(done)))
-                if progress is not None and bar is not None:
-                    progress.advance(bar)
-                # Hand trajectories on in job order, so what a store records (and so what
-                # learns from it) does not depend on which episode happened to finish first.
-                while released in done and on_trajectory is not None:
-                    on_trajectory(done[released])
-                    released += 1
+                    batcher.in_flight(min(config.concurrency, len(jobs) - count))
+                yield futures[future], trajectory
+
+        try:
+            return collect(finished(), len(jobs), on_trajectory, progress, description)
         except BaseException:
             for future in futures:
                 future.cancel()
             raise
-    results = [done[i] for i in range(len(jobs))]
+
+
+def episode_jobs(
+    tasks: Iterable[Task], k: int, first_sample: int, skip: set[tuple[str, int]] | None
+) -> list[tuple[Task, int]]:
+    """Every ``(task, sample)`` to play, in task order, but those in ``skip``."""
+    samples = range(first_sample, first_sample + k)
+    return [(t, s) for t in tasks for s in samples if (t.id, s) not in (skip or set())]
+
+
+def collect(
+    finished: Iterable[tuple[int, Trajectory]],
+    count: int,
+    on_trajectory: Callable[[Trajectory], object] | None,
+    progress: Progress | None,
+    description: str,
+) -> list[Trajectory]:
+    """Gather ``count`` episodes as they finish and return them in job order.
+
+    Args:
+        finished: ``(job index, trajectory)`` in the order the episodes finished; an index
+            seen before is ignored.
+        count: How many jobs there are.
+        on_trajectory: Called with each trajectory, in job order, once it and every earlier
+            one are finished.
+        progress: A rich progress display to add a bar to; ``None`` shows none.
+        description: Label for the progress bar.
+
+    Raises:
+        ModelError: If every episode ended on a model error.
+    """
+    bar = progress.add_task(description, total=count) if progress is not None else None
+    done: dict[int, Trajectory] = {}
+    released = 0
+    for index, trajectory in finished:
+        if index in done:
+            continue  # never record an episode twice
+        done[index] = trajectory
+        if progress is not None and bar is not None:
+            progress.advance(bar)
+        # Hand trajectories on in job order, so what a store records (and so what
+        # learns from it) does not depend on which episode happened to finish first.
+        while released in done and on_trajectory is not None:
+            on_trajectory(done[released])
+            released += 1
+    results = [done[i] for i in range(count)]
     check_model_errors(results)
     return results
 

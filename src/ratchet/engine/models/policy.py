@@ -33,9 +33,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from rich.progress import Progress
 
@@ -161,69 +160,54 @@ def _reference(model: Any, sequences: Sequence[Sequence_], batch_size: int) -> l
     return found
 
 
-def train_dpo(
-    model: Any,
-    examples: Sequence[PairExample],
-    out: Path,
-    settings: LoraSettings,
-    start: Path | None = None,
-    progress: Progress | None = None,
-) -> list[float]:
-    """Train an adapter on ``examples`` with the DPO loss, save it to ``out``, return the losses.
-
-    Args:
-        model: The base model (its weights stay frozen).
-        examples: Tokenised pairs.
-        out: Where the adapter is saved.
-        settings: Steps, batch size (pairs per step), learning rate, ``beta``.
-        start: The adapter to continue (the reference); ``None`` for a fresh one.
-        progress: Progress display, or ``None``.
-    """
-    build = partial(_dpo_loss, examples, settings)
-    return _fit(model, build, out, settings, start, progress, "training (dpo)")
-
-
-def train_grpo(
-    model: Any,
-    examples: Sequence[ScoredExample],
-    out: Path,
-    settings: LoraSettings,
-    start: Path | None = None,
-    progress: Progress | None = None,
-) -> list[float]:
-    """Train an adapter with GRPO's clipped objective, save it to ``out``, return the losses.
-
-    Args:
-        model: The base model (its weights stay frozen).
-        examples: Tokenised episodes with their advantages.
-        out: Where the adapter is saved.
-        settings: Steps, batch size (episodes per step), learning rate, ``beta``, ``clip``.
-        start: The adapter to continue (the reference); ``None`` for a fresh one.
-        progress: Progress display, or ``None``.
-    """
-    build = partial(_grpo_loss, examples, settings)
-    return _fit(model, build, out, settings, start, progress, "training (grpo)")
-
-
 Loss = Callable[[int], Any]
 
+D = TypeVar("D")
+E = TypeVar("E")
 
-def _fit(
-    model: Any,
-    build: Callable[[Any, random.Random], Loss],
-    out: Path,
-    settings: LoraSettings,
-    start: Path | None,
-    progress: Progress | None,
-    label: str,
-) -> list[float]:
-    """Wrap ``model`` with the adapter, optimise the loss ``build`` makes for it, save it."""
-    trainable = lora_model(model, settings, start)
-    losses = optimise(
-        trainable, build(trainable, random.Random(settings.seed)), settings, progress, label
-    )
-    trainable.save_pretrained(str(out))
-    return losses
+
+@dataclass(frozen=True)
+class Objective(Generic[D, E]):
+    """A loss that continues an adapter and holds it to its start, the reference: DPO or GRPO.
+
+    Attributes:
+        label: The progress bar's label.
+        tokenize: ``tokenize(tokenizer, item, max_tokens, render)``: one data item tokenised as
+            ``render`` prompts the model, or ``None`` where it does not fit.
+        loss: ``loss(examples, settings, trainable, rng)``: a function from the step number to
+            that step's loss, built once per run (the reference's log-probabilities are
+            computed then).
+    """
+
+    label: str
+    tokenize: Callable[[Any, D, int, Render], E | None]
+    loss: Callable[[Sequence[E], LoraSettings, Any, random.Random], Loss]
+
+    def train(
+        self,
+        model: Any,
+        examples: Sequence[E],
+        out: Path,
+        settings: LoraSettings,
+        start: Path | None = None,
+        progress: Progress | None = None,
+    ) -> list[float]:
+        """Train an adapter on ``examples`` with this loss, save it to ``out``, return the losses.
+
+        Args:
+            model: The base model (its weights stay frozen).
+            examples: Tokenised items (see :attr:`tokenize`).
+            out: Where the adapter is saved.
+            settings: Steps, batch size (items per step), learning rate, ``beta`` (and GRPO's
+                ``clip``).
+            start: The adapter to continue (the reference); ``None`` for a fresh one.
+            progress: Progress display, or ``None``.
+        """
+        trainable = lora_model(model, settings, start)
+        loss = self.loss(examples, settings, trainable, random.Random(settings.seed))
+        losses = optimise(trainable, loss, settings, progress, self.label)
+        trainable.save_pretrained(str(out))
+        return losses
 
 
 def _dpo_loss(
@@ -272,3 +256,16 @@ def _grpo_loss(
         return torch.stack(per_episode).mean()
 
     return loss
+
+
+DPO: Objective[Preference, PairExample] = Objective("training (dpo)", pair_example, _dpo_loss)
+"""DPO on preference pairs (see the module)."""
+
+GRPO: Objective[Scored, ScoredExample] = Objective("training (grpo)", scored_example, _grpo_loss)
+"""GRPO's clipped objective on episodes with their advantages (see the module)."""
+
+train_dpo = DPO.train
+"""Train an adapter on tokenised pairs with the DPO loss (``settings.batch_size`` pairs a step)."""
+
+train_grpo = GRPO.train
+"""Train an adapter on tokenised episodes with GRPO's clipped objective and KL penalty."""

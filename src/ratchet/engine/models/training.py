@@ -25,6 +25,7 @@ from rich.progress import Progress
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.models.base import LoraSettings, Preference, Scored, TrainResult
 from ratchet.engine.models.lora import Example, lora_model, optimise, to_example
+from ratchet.engine.models.policy import DPO, GRPO, Objective
 from ratchet.engine.models.render import Render, render_prompt
 
 __all__ = ["Example", "LocalTrainer", "to_example", "train_lora"]
@@ -72,16 +73,8 @@ class LocalTrainer:
         start: Path | None = None,
         progress: Progress | None = None,
     ) -> TrainResult | None:
-        """Train on preference pairs with the DPO loss (see :func:`.policy.train_dpo`)."""
-        from ratchet.engine.models.policy import pair_example, train_dpo
-
-        def train(model: Any, examples: Any, tokenizer: Any) -> list[float]:
-            return train_dpo(model, examples, out, settings, start, progress)
-
-        def tokenize(tokenizer: Any, pair: Preference, max_tokens: int) -> Any:
-            return pair_example(tokenizer, pair, max_tokens, self.render)
-
-        return self._train(tokenize, train, pairs, settings)
+        """Train on preference pairs with the DPO loss (see :data:`.policy.DPO`)."""
+        return self._continue(DPO, pairs, out, settings, start, progress)
 
     def grpo(
         self,
@@ -91,16 +84,27 @@ class LocalTrainer:
         start: Path | None = None,
         progress: Progress | None = None,
     ) -> TrainResult | None:
-        """Reinforce episodes by their advantages (see :func:`.policy.train_grpo`)."""
-        from ratchet.engine.models.policy import scored_example, train_grpo
+        """Reinforce episodes by their advantages (see :data:`.policy.GRPO`)."""
+        return self._continue(GRPO, episodes, out, settings, start, progress)
+
+    def _continue(
+        self,
+        objective: Objective[Any, Any],
+        data: Sequence[Any],
+        out: Path,
+        settings: LoraSettings,
+        start: Path | None,
+        progress: Progress | None,
+    ) -> TrainResult | None:
+        """Continue the adapter at ``start`` on ``data`` with ``objective``; save it to ``out``."""
 
         def train(model: Any, examples: Any, tokenizer: Any) -> list[float]:
-            return train_grpo(model, examples, out, settings, start, progress)
+            return objective.train(model, examples, out, settings, start, progress)
 
-        def tokenize(tokenizer: Any, episode: Scored, max_tokens: int) -> Any:
-            return scored_example(tokenizer, episode, max_tokens, self.render)
+        def tokenize(tokenizer: Any, item: Any, max_tokens: int) -> Any:
+            return objective.tokenize(tokenizer, item, max_tokens, self.render)
 
-        return self._train(tokenize, train, episodes, settings)
+        return self._train(tokenize, train, data, settings)
 
     def _train(
         self,

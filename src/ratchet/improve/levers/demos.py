@@ -154,7 +154,5 @@ class DemosLever:
         examples = [*demos, *(own if self.with_own else [])]
         out = context.workdir / ADAPTER_DIR
         result = trainer.sft(examples, out, settings, context.progress)
-        if result is None:
-            return None
         privileged = {"source": self.source, "demos": len(demos), "file": DEMOS_FILE}
         return adapter_candidate(context, self.name, result, privileged=privileged)

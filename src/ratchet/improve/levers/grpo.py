@@ -97,8 +97,6 @@ class GrpoLever:
         settings = lora_settings(self, context, beta=self.beta, clip=self.clip)
         out = context.workdir / ADAPTER_DIR
         result = trainer.grpo(episodes, out, settings, incumbent_adapter(context), context.progress)
-        if result is None:
-            return None
         groups_used = len({s.trajectory.task.id for s in episodes})
         return adapter_candidate(
             context, self.name, result, groups=groups_used, beta=self.beta, clip=self.clip

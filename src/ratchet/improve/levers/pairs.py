@@ -133,6 +133,4 @@ class PairsLever:
         settings = lora_settings(self, context, beta=self.beta)
         out = context.workdir / ADAPTER_DIR
         result = trainer.dpo(pairs, out, settings, incumbent_adapter(context), context.progress)
-        if result is None:
-            return None
         return adapter_candidate(context, self.name, result, pairs=len(pairs), beta=self.beta)

@@ -50,6 +50,4 @@ class RftLever:
         ]
         settings = lora_settings(self, context)
         result = trainer.sft(successes, context.workdir / ADAPTER_DIR, settings, context.progress)
-        if result is None:
-            return None
         return adapter_candidate(context, self.name, result)

@@ -87,9 +87,14 @@ def played(context: LeverContext, trajectory: Trajectory) -> bool:
 
 
 def adapter_candidate(
-    context: LeverContext, lever: str, result: TrainResult, **notes: Any
-) -> Agent:
-    """The incumbent with the adapter just trained, its training recorded in the notes."""
+    context: LeverContext, lever: str, result: TrainResult | None, **notes: Any
+) -> Agent | None:
+    """The incumbent with the adapter just trained, its training recorded in the notes.
+
+    ``None`` when the trainer had nothing to train on (``result`` is ``None``).
+    """
+    if result is None:
+        return None
     return context.incumbent.derive(
         context.version,
         lever,
