@@ -102,6 +102,26 @@ def test_extended_entries_are_dropped_and_memory_is_bounded_across_caches(tiny: 
     assert small.nbytes == 0
 
 
+def test_eviction_takes_the_least_recently_used_entry_wherever_it_stands() -> None:
+    """The oldest entry is not first in its list and entries differ in length: found by identity.
+
+    An improve run hit this once its caches filled up: list.remove compared entries field by
+    field, i.e. token tensors of different lengths, and the whole batch failed.
+    """
+    from ratchet.engine.models.kvcache import _Entry
+
+    def entry(length: int, used: int) -> _Entry:
+        keys = [torch.zeros(2, length, 8)]
+        return _Entry(torch.arange(length) + 100 * length, keys, [torch.zeros(2, length, 8)], used)
+
+    # 128 bytes a token: room for three of these four entries (2,816 bytes in all).
+    cache = PrefixCache(model=None, pad_id=PAD, max_mb=2000 / 2**20)
+    cache._entries = [entry(5, used=3), entry(7, used=1), entry(6, used=2)]
+    cache._add(entry(4, used=0))
+    lengths = sorted(len(e.tokens) for e in cache._entries)
+    assert 7 not in lengths and 4 in lengths  # the least recently used went, the new one stayed
+
+
 def shop_prompts() -> list[Any]:
     from ratchet.core.agent import Agent
     from ratchet.engine.harness import system_message

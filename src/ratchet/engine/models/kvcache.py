@@ -57,7 +57,7 @@ def supports(model: Any) -> bool:
     return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
 
 
-@dataclass
+@dataclass(eq=False)  # entries are told apart by identity: comparing their tensors would fail
 class _Entry:
     """One cached sequence: its tokens and, per layer, keys and values ``(heads, n, dim)``."""
 
