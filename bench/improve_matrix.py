@@ -162,7 +162,22 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
             f"{'yes' if r['separated'] else 'no'} | {r['minutes']:.0f} | {r['tokens']:,} | "
             f"{', '.join(r['accepted_levers']) or 'none'} |"
         )
-    lines += ["", f"![learning curves]({figure.name})", "", "Commands:", ""]
+    missing = sorted({row.env for row in rows(demos=False)} - {r["env"] for r in records})
+    if missing:
+        lines += [
+            "",
+            f"Not run yet: {', '.join(missing)} "
+            f"(`python bench/improve_matrix.py --envs {' '.join(missing)}`).",
+        ]
+    lines += [
+        "",
+        "What the rows say, and what was tried: [improve.md](improve.md#measured).",
+        "",
+        f"![learning curves]({figure.name})",
+        "",
+        "Commands:",
+        "",
+    ]
     lines += [f"- {r['env']}: `{r['command']}`" for r in records]
     (DOCS / "results.md").write_text("\n".join(lines) + "\n")
 
