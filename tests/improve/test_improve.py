@@ -385,3 +385,18 @@ def test_skills_tasks_and_prompt_levers_run_in_the_loop_and_are_recorded(tmp_pat
         practice = [t for _, t in store.trajectories(split="train") if "lever" in t.metadata]
     assert {t.metadata["lever"] for t in practice} >= {"tasks", "prompt"}
     assert all(t.task.split == "train" for t in practice)
+
+
+def test_the_probe_covers_the_open_levels_and_the_test_every_level(tmp_path):
+    config = replace(CONFIG, rounds=1)
+    summary = improve(config, env, tmp_path / "open", lambda a, d: learning_model(), log=quiet)
+    assert summary["rounds"][0]["curriculum"]["probe_to"] == 1
+    with Store(tmp_path / "open") as store:
+        probed = {t.task.difficulty for _, t in store.trajectories(split="probe")}
+        tested = {t.task.difficulty for _, t in store.trajectories(split="test")}
+    assert probed == {1} and tested == {1, 2}
+    every = replace(config, probe_all_levels=True)
+    summary = improve(every, env, tmp_path / "all", lambda a, d: learning_model(), log=quiet)
+    assert summary["rounds"][0]["curriculum"]["probe_to"] == 2
+    with Store(tmp_path / "all") as store:
+        assert {t.task.difficulty for _, t in store.trajectories(split="probe")} == {1, 2}

@@ -43,6 +43,9 @@ class ImproveConfig:
         test_tasks: Held-out test tasks (base and final are measured on them; no decision is).
         test_k: Samples per test task.
         max_difficulty: Highest difficulty practised, probed and tested.
+        probe_all_levels: Probe every level up to ``max_difficulty`` each round; unset: only
+            the levels the curriculum has open (the work being practised, so a gain there is
+            not diluted by levels no candidate can reach yet). Test always covers every level.
         temperature: Sampling temperature of the agents (probe and test episodes).
         explore_temperature: Sampling temperature of training episodes; unset: chosen per task
             from the incumbent's success on it (or its family and difficulty), spread over the
@@ -77,6 +80,7 @@ class ImproveConfig:
     test_tasks: int = 36
     test_k: int = 1
     max_difficulty: int = 1
+    probe_all_levels: bool = False
     temperature: float = 0.7
     explore_temperature: float | None = None
     seed: int = 0

@@ -97,7 +97,7 @@ def improve(
                 if (candidate := run.candidate(number, lever.name, incumbent, propose)) is not None:
                     candidates.append(candidate)
             # Gate: all candidates against the incumbent on this round's fresh probe sample.
-            probe = practice.probe_tasks(number)
+            probe = practice.probe_tasks(number, chosen.get("open_to"))
             baseline = practice.probe(incumbent, probe)
             probed = {c.version: practice.probe(c, probe) for c in candidates}
             alpha = round_alpha(config.gate, config.rounds)
@@ -107,7 +107,7 @@ def improve(
             if best is not None and config.curve:
                 practice.test(run.agent(best.candidate), test)
             record = round_record(number, incumbent, explored, learned, baseline, decisions, best)
-            record["curriculum"] = chosen
+            record["curriculum"] = {**chosen, "probe_to": practice.probe_top(chosen.get("open_to"))}
             log(round_lines(run.end_round(record)))
         final = run.incumbent()
         if final.version not in run.tests:
@@ -120,13 +120,15 @@ def _preflight(config: ImproveConfig, env: Env, candidates: int) -> None:
     problem = unreachable(config.gate, config.probe_tasks, config.rounds, candidates)
     if problem is not None:
         raise ValueError(problem)
-    sizes: tuple[tuple[Split, int, int], ...] = (
-        ("probe", config.probe_tasks, PROBE_SEED),
-        ("test", config.test_tasks, TEST_SEED),
+    # The probe may cover level 1 alone (only it open) or every level; test covers them all.
+    sizes: tuple[tuple[Split, int, int, int], ...] = (
+        ("probe", config.probe_tasks, PROBE_SEED, 1),
+        ("probe", config.probe_tasks, PROBE_SEED, config.max_difficulty),
+        ("test", config.test_tasks, TEST_SEED, config.max_difficulty),
     )
-    for split, n, seed in sizes:
+    for split, n, seed, top in sizes:
         try:
-            draw(env, split, n, config.seed + seed, config.max_difficulty)
+            draw(env, split, n, config.seed + seed, top)
         except ValueError as exc:
             raise ValueError(f"cannot draw {n} {split} tasks: {exc}") from None
 
