@@ -127,6 +127,11 @@ def record(row: Row, summary: dict[str, Any], directory: Path) -> dict[str, Any]
         "final": {"pass@1": final["pass@1"], "ci95": final["ci95"], "n": final["n"]},
         "final_version": summary["final_version"],
         "gain": gain,
+        "by_level": {
+            level: {"base": rates["pass@1"], "final": final["by_difficulty"][level]["pass@1"]}
+            for level, rates in base.get("by_difficulty", {}).items()
+            if level in final.get("by_difficulty", {})
+        },
         "error_reduction": gain / headroom if headroom else 0.0,
         "separated": final["ci95"][0] > base["ci95"][1],
         "minutes": summary["seconds"] / 60,
@@ -148,17 +153,18 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
         "embedded SmolLM2-135M-Instruct. Each row is one `ratchet improve` run; the numbers are "
         "test pass@1 on held-out tasks no decision saw, with 95% Wilson intervals. The goal "
         "for each multi-step env is a gate-accepted final at least 30 points above the base, "
-        "with the interval's lower end above the base's upper end.",
+        "with the interval's lower end above the base's upper end. The gate probes the levels "
+        "the curriculum has open; the test covers every level of the row, evenly.",
         "",
-        "| env | levels | levers | base | final | gain | error reduction | separated | "
-        "minutes | tokens | accepted |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| env | levels | levers | base | final | gain | per level | error reduction | "
+        "separated | minutes | tokens | accepted |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
         levers = ",".join(r["levers"]) + (" (privileged)" if r["privileged"] else "")
         lines.append(
             f"| {r['env']} | 1-{r['max_difficulty']} | {levers} | {_rate(r['base'])} | "
-            f"{_rate(r['final'])} | {r['gain']:+.2f} | {r['error_reduction']:.0%} | "
+            f"{_rate(r['final'])} | {r['gain']:+.2f} | {_levels(r)} | {r['error_reduction']:.0%} | "
             f"{'yes' if r['separated'] else 'no'} | {r['minutes']:.0f} | {r['tokens']:,} | "
             f"{', '.join(r['accepted_levers']) or 'none'} |"
         )
@@ -185,6 +191,14 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
 def _rate(metrics: dict[str, Any]) -> str:
     low, high = metrics["ci95"]
     return f"{metrics['pass@1']:.2f} ({low:.2f}-{high:.2f})"
+
+
+def _levels(record: dict[str, Any]) -> str:
+    """Test pass@1 per difficulty, base -> final (e.g. ``L1 0.00->0.75, L2 0.00->0.08``)."""
+    return ", ".join(
+        f"L{level} {rates['base']:.2f}->{rates['final']:.2f}"
+        for level, rates in sorted(record.get("by_level", {}).items())
+    )
 
 
 def _curves(records: list[dict[str, Any]]) -> Path:
