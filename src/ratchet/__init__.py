@@ -31,7 +31,7 @@ from ratchet.envs.check import CheckReport, CheckResult, check_env
 from ratchet.envs.registry import UnknownEnvError, env_names, make_env, register_env
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.gate import GateConfig, GateDecision, decide_round
-from ratchet.improve.levers import Lever, LeverContext, make_levers
+from ratchet.improve.levers import Lever, LeverContext, NoCandidate, make_levers
 from ratchet.improve.loop import improve
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "Metrics",
     "Model",
     "ModelError",
+    "NoCandidate",
     "Observation",
     "Prompt",
     "RolloutConfig",

@@ -13,6 +13,7 @@ from ratchet.engine.rollout import RolloutConfig
 from ratchet.engine.store import Store
 from ratchet.envs.calc import env
 from ratchet.improve.config import ImproveConfig
+from ratchet.improve.levers import NoCandidate
 from ratchet.improve.loop import improve
 
 CONFIG = ImproveConfig(
@@ -141,21 +142,32 @@ def test_a_lever_that_proposes_nothing_uses_no_version_number(tmp_path):
         def propose(self, context):
             return None
 
+    class Explains:
+        name = "explains"
+
+        def propose(self, context):
+            raise NoCandidate("no data of the kind it needs")
+
     from ratchet.improve.levers.exemplars import ExemplarLever
 
-    config = replace(CONFIG, levers=("idle", "exemplars"))
+    config = replace(CONFIG, levers=("idle", "explains", "exemplars"))
+    lines = []
     summary = improve(
         config,
         env,
         tmp_path,
         lambda a, d: learning_model(),
-        log=quiet,
-        levers=[Idle(), ExemplarLever()],
+        log=lines.append,
+        levers=[Idle(), Explains(), ExemplarLever()],
     )
     versions = [c["version"] for r in summary["rounds"] for c in r["candidates"] if c["version"]]
     assert versions == [f"v{i}" for i in range(1, len(versions) + 1)]
     idle = [c for r in summary["rounds"] for c in r["candidates"] if c["lever"] == "idle"]
     assert idle and all(c["reason"] == "nothing to propose" for c in idle)
+    said = [c for r in summary["rounds"] for c in r["candidates"] if c["lever"] == "explains"]
+    why = "nothing to propose: no data of the kind it needs"
+    assert said and all(c["reason"] == why and c["version"] is None for c in said)
+    assert any(f"explains: {why}" in line for line in lines)
 
 
 def test_a_start_that_failed_does_not_block_the_directory(tmp_path):

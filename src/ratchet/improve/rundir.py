@@ -35,6 +35,7 @@ from ratchet.core.trajectory import Trajectory
 from ratchet.engine.store import DB_NAME, Store
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.gate import GateDecision
+from ratchet.improve.levers.base import NoCandidate
 
 STATE_FILE = "state.json"
 SUMMARY_FILE = "summary.json"
@@ -169,7 +170,11 @@ class RunDir:
         workdir = final.parent / f".{version}.partial"
         shutil.rmtree(workdir, ignore_errors=True)
         workdir.mkdir(parents=True)
-        candidate = propose(workdir, version)
+        try:
+            candidate = propose(workdir, version)
+        except NoCandidate as exc:
+            candidate = None
+            self._state.setdefault("no_candidate", {})[key] = str(exc)
         if candidate is not None:
             inherited = incumbent.adapter_path(self.agent_dir(incumbent.version))
             own = candidate.adapter_path(workdir)
@@ -333,7 +338,7 @@ class RunDir:
                         "lever": lever,
                         "version": None,
                         "accepted": False,
-                        "reason": "nothing to propose",
+                        "reason": _nothing(self._state.get("no_candidate", {}).get(key)),
                     }
                 )
             else:
@@ -442,3 +447,7 @@ def _write_atomic(path: Path, text: str) -> None:
     staging = path.with_name(f".{path.name}.tmp")
     staging.write_text(text)
     os.replace(staging, path)
+
+
+def _nothing(why: str | None) -> str:
+    return f"nothing to propose: {why}" if why else "nothing to propose"

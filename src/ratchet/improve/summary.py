@@ -69,7 +69,7 @@ def round_lines(record: dict[str, Any]) -> str:
         lines.append(f"  explored at temperature {temperatures}{levels}")
     for candidate in record["candidates"]:
         if candidate["version"] is None:
-            lines.append(f"  {candidate['lever']}: nothing to propose")
+            lines.append(f"  {candidate['lever']}: {candidate['reason']}")
         else:
             verdict = "ACCEPTED" if candidate["accepted"] else "rejected"
             lines.append(

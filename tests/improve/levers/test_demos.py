@@ -9,6 +9,7 @@ from ratchet.core.verdict import Verdict
 from ratchet.engine.export import write_jsonl
 from ratchet.engine.harness import replay
 from ratchet.envs.calc import env
+from ratchet.improve.levers import NoCandidate
 from ratchet.improve.levers.demos import DEMOS_FILE, DemosLever, admissible
 
 TRAIN = env.tasks("train", 6, difficulty=1)
@@ -88,4 +89,5 @@ def test_a_missing_source_is_a_clear_error_and_no_demo_no_candidate(tmp_path):
         DemosLever(source=str(tmp_path / "nope.jsonl")).propose(
             context([failed(TRAIN[0])], tmp_path, FakeTrainer())
         )
-    assert DemosLever().propose(context([], tmp_path, FakeTrainer())) is None
+    with pytest.raises(NoCandidate, match="no passing demonstration"):
+        DemosLever().propose(context([], tmp_path, FakeTrainer()))

@@ -1,10 +1,12 @@
+import pytest
+
 from fakes import learning_model
 from ratchet.core.agent import Agent
 from ratchet.engine.harness import replay
 from ratchet.engine.rollout import rollout
 from ratchet.envs.calc import env
 from ratchet.improve.gate import GateConfig, decide_round
-from ratchet.improve.levers import LeverContext
+from ratchet.improve.levers import LeverContext, NoCandidate
 from ratchet.improve.levers.exemplars import ExemplarLever
 
 TRAIN = env.tasks("train", 30, difficulty=1)
@@ -41,9 +43,11 @@ def test_the_pool_holds_verified_successes_only(tmp_path):
 
 
 def test_nothing_new_means_no_candidate(tmp_path):
-    assert ExemplarLever().propose(context([replay(env, TRAIN[0], [])], tmp_path=tmp_path)) is None
+    with pytest.raises(NoCandidate, match="no verified error-free success"):
+        ExemplarLever().propose(context([replay(env, TRAIN[0], [])], tmp_path=tmp_path))
     candidate = ExemplarLever().propose(context(successes(), tmp_path=tmp_path))
-    assert ExemplarLever().propose(context(successes(), candidate, tmp_path)) is None
+    with pytest.raises(NoCandidate, match="already an exemplar"):
+        ExemplarLever().propose(context(successes(), candidate, tmp_path))
 
 
 def test_demonstrations_do_not_lower_the_toy_score(tmp_path):

@@ -8,6 +8,7 @@ from ratchet.core.tool import ToolCall
 from ratchet.core.verdict import Verdict
 from ratchet.engine.harness import replay
 from ratchet.envs.calc import env
+from ratchet.improve.levers import NoCandidate
 from ratchet.improve.levers.grpo import GrpoLever, advantages, scored_groups
 from ratchet.improve.levers.pairs import groups
 
@@ -70,6 +71,7 @@ def test_the_lever_uses_only_the_incumbents_own_samples(tmp_path):
 def test_nothing_informative_no_candidate(tmp_path):
     failures = [play(TASKS[0], False), play(TASKS[0], False, sample=1)]
     context = lever_context(failures, tmp_path, trainer=FakeTrainer())
-    assert GrpoLever().propose(context) is None
+    with pytest.raises(NoCandidate, match="scored differently"):
+        GrpoLever().propose(context)
     with pytest.raises(ValueError, match="grpo lever cannot train"):
         GrpoLever().propose(replace(context, trainer=None))

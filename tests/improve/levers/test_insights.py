@@ -1,12 +1,14 @@
 import json
 
+import pytest
+
 from ratchet.core.agent import Agent
 from ratchet.core.memory import Insight
 from ratchet.core.tool import ToolCall
 from ratchet.engine.harness import replay
 from ratchet.engine.models.fake import FakeModel
 from ratchet.envs.calc import env
-from ratchet.improve.levers import LeverContext
+from ratchet.improve.levers import LeverContext, NoCandidate
 from ratchet.improve.levers.insights import (
     InsightLever,
     acceptable,
@@ -88,4 +90,5 @@ def test_junk_reflections_give_no_candidate(tmp_path):
         workdir=tmp_path,
         version="v2",
     )
-    assert InsightLever().propose(lever_context) is None
+    with pytest.raises(NoCandidate):
+        InsightLever().propose(lever_context)

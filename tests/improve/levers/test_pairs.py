@@ -7,6 +7,7 @@ from ratchet.core.agent import Agent
 from ratchet.core.tool import ToolCall
 from ratchet.engine.harness import replay
 from ratchet.envs.calc import env
+from ratchet.improve.levers import NoCandidate
 from ratchet.improve.levers.pairs import PairsLever, groups, mine_pairs, parting
 
 TASK = env.tasks("train", 1, difficulty=2)[0]
@@ -96,6 +97,7 @@ def test_the_lever_trains_dpo_from_the_incumbents_adapter(tmp_path):
 
 def test_no_pairs_no_candidate_and_no_trainer_is_an_error(tmp_path):
     only_failures = [play([wrong_finish()]), play([wrong_finish()], sample=1)]
-    assert PairsLever().propose(context(only_failures, tmp_path, FakeTrainer())) is None
+    with pytest.raises(NoCandidate, match="no task with a success and a failure"):
+        PairsLever().propose(context(only_failures, tmp_path, FakeTrainer()))
     with pytest.raises(ValueError, match="pairs lever cannot train"):
         PairsLever().propose(context(only_failures, tmp_path))

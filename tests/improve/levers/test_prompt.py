@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from fakes import solve_calc
 from ratchet.core.agent import Agent
 from ratchet.core.tool import ToolCall
@@ -7,7 +9,7 @@ from ratchet.engine.harness import replay
 from ratchet.engine.models.fake import FakeModel
 from ratchet.engine.rollout import RolloutConfig
 from ratchet.envs.calc import env
-from ratchet.improve.levers import LeverContext, make_play
+from ratchet.improve.levers import LeverContext, NoCandidate, make_play
 from ratchet.improve.levers.insights import specific_values
 from ratchet.improve.levers.prompt import PromptLever, RatchetAdapter
 
@@ -65,7 +67,8 @@ def test_a_rewrite_that_copies_task_values_is_rejected(tmp_path):
     copying = f"Compute carefully: the answer is often {number}, so call finish with it."
     lever_context = context(tmp_path, rewriting(copying))
     assert number in specific_values(lever_context.experience)
-    assert PromptLever(budget=20).propose(lever_context) is None
+    with pytest.raises(NoCandidate, match="none beat"):
+        PromptLever(budget=20).propose(lever_context)
     adapter = RatchetAdapter(PromptLever(), lever_context, rewriting(copying), {number})
     assert adapter.check(copying, "You solve tasks.") == "copies task values"
     assert adapter.check(GOOD, "You solve tasks.") is None
@@ -86,4 +89,5 @@ def test_the_reflection_prompt_stays_within_its_cap(tmp_path):
 
 def test_nothing_to_reflect_with_gives_no_candidate(tmp_path):
     junk = FakeModel(script=["no tool call here"])
-    assert PromptLever(budget=20).propose(context(tmp_path, junk)) is None
+    with pytest.raises(NoCandidate, match="none beat"):
+        PromptLever(budget=20).propose(context(tmp_path, junk))

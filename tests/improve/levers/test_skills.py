@@ -1,13 +1,15 @@
 import json
 from dataclasses import replace
 
+import pytest
+
 from ratchet.core.agent import Agent, load_agent
 from ratchet.core.memory import SkillStep, select_skills
 from ratchet.engine.harness import replay
 from ratchet.engine.models.fake import FakeModel
 from ratchet.engine.rollout import RolloutConfig, rollout
 from ratchet.envs.calc import env
-from ratchet.improve.levers import LeverContext
+from ratchet.improve.levers import LeverContext, NoCandidate
 from ratchet.improve.levers import skills as skills_module
 from ratchet.improve.levers.skills import SkillLever, check_skill, merge, mine
 
@@ -98,8 +100,8 @@ def test_the_lever_saves_skills_as_data_and_the_agent_calls_them_as_tools(tmp_pa
 
 def test_known_skills_give_no_new_candidate_and_the_pool_is_capped(tmp_path):
     first = SkillLever().propose(context(successes(), tmp_path))
-    again = SkillLever().propose(context(successes(), tmp_path, incumbent=first))
-    assert again is None
+    with pytest.raises(NoCandidate, match=r"beyond the \d+ known"):
+        SkillLever().propose(context(successes(), tmp_path, incumbent=first))
     capped = merge(first.skills, (), limit=2)
     assert len(capped) == 2 and capped[0].support >= capped[1].support
     twin = replace(capped[1], name=capped[0].name, steps=capped[0].steps[:1])

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ratchet.improve.levers.base import Lever, LeverContext, make_play
+from ratchet.improve.levers.base import Lever, LeverContext, NoCandidate, make_play
 from ratchet.improve.levers.demos import DemosLever
 from ratchet.improve.levers.exemplars import ExemplarLever
 from ratchet.improve.levers.grpo import GrpoLever
@@ -33,7 +33,7 @@ BUILTIN: dict[str, Callable[..., Lever]] = {
     "tasks": TaskLever,
 }
 
-__all__ = ["BUILTIN", "Lever", "LeverContext", "make_levers", "make_play"]
+__all__ = ["BUILTIN", "Lever", "LeverContext", "NoCandidate", "make_levers", "make_play"]
 
 
 def make_levers(

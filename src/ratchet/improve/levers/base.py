@@ -67,6 +67,14 @@ class LeverContext:
     offer_tasks: OfferTasks | None = None
 
 
+class NoCandidate(Exception):
+    """Raised by a lever's ``propose`` to say why it has no candidate this round.
+
+    Returning ``None`` is enough; raising this instead puts the reason (``str(exc)``) in the
+    round's record, the log and the report, e.g. ``NoCandidate("no verified success yet")``.
+    """
+
+
 class Lever(Protocol):
     """Proposes a candidate agent from experience."""
 
@@ -76,7 +84,11 @@ class Lever(Protocol):
         ...
 
     def propose(self, context: LeverContext) -> Agent | None:
-        """Return a candidate derived from ``context.incumbent``, or ``None`` if it has nothing."""
+        """Return a candidate derived from ``context.incumbent``, or ``None`` if it has nothing.
+
+        Raises:
+            NoCandidate: Optionally, instead of returning ``None``, to say why.
+        """
         ...
 
 

@@ -35,7 +35,7 @@ from ratchet.core.trajectory import Trajectory
 from ratchet.engine.export import read_jsonl, write_jsonl
 from ratchet.engine.harness import replay
 from ratchet.engine.rollout import RolloutConfig, rollout
-from ratchet.improve.levers.base import LeverContext
+from ratchet.improve.levers.base import LeverContext, NoCandidate
 from ratchet.improve.levers.weights import (
     ADAPTER_DIR,
     adapter_candidate,
@@ -147,7 +147,7 @@ class DemosLever:
             found = from_file(env, Path(self.source).expanduser(), context.incumbent)
         demos = [t for t in found if t.passed and admissible(env, t.task)][-self.max_demos :]
         if not demos:
-            return None
+            raise NoCandidate(f"no passing demonstration from {self.source} on practised tasks")
         write_jsonl(demos, context.workdir / DEMOS_FILE)
         own = [t for t in context.experience if t.passed and t.task.env == env.name]
         settings = lora_settings(self, context)

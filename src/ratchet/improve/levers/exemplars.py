@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ratchet.core.agent import Agent
 from ratchet.core.memory import to_exemplar
 from ratchet.core.trajectory import Trajectory
-from ratchet.improve.levers.base import LeverContext
+from ratchet.improve.levers.base import LeverContext, NoCandidate
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,10 @@ class ExemplarLever:
                 best[trajectory.task.instruction] = trajectory
         pool = [to_exemplar(t) for t in best.values()][-self.pool_size :]
         known = {e.instruction for e in context.incumbent.exemplars}
-        if not pool or {e.instruction for e in pool} <= known:
-            return None
+        if not pool:
+            raise NoCandidate("no verified error-free success yet")
+        if {e.instruction for e in pool} <= known:
+            raise NoCandidate("every verified success is already an exemplar")
         return context.incumbent.derive(
             context.version,
             self.name,

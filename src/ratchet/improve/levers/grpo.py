@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from ratchet.core.agent import Agent
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.models.base import Scored
-from ratchet.improve.levers.base import LeverContext
+from ratchet.improve.levers.base import LeverContext, NoCandidate
 from ratchet.improve.levers.pairs import groups
 from ratchet.improve.levers.weights import (
     ADAPTER_DIR,
@@ -93,7 +93,7 @@ class GrpoLever:
         )
         episodes = scored_groups(own, self.max_episodes)
         if not episodes:
-            return None
+            raise NoCandidate("no task whose samples by the incumbent scored differently")
         settings = lora_settings(self, context, beta=self.beta, clip=self.clip)
         out = context.workdir / ADAPTER_DIR
         result = trainer.grpo(episodes, out, settings, incumbent_adapter(context), context.progress)

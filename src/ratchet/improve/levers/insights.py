@@ -23,7 +23,7 @@ from ratchet.core.memory import Insight
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.harness import parse_action
 from ratchet.engine.models.base import Prompt, Sampling
-from ratchet.improve.levers.base import LeverContext
+from ratchet.improve.levers.base import LeverContext, NoCandidate
 
 UPDATE_RULES: dict[str, Any] = {
     "type": "function",
@@ -84,8 +84,10 @@ class InsightLever:
         """Return the candidate, or ``None`` if there is no reflector, no pair or no valid edit."""
         reflector = context.reflector or context.model
         pairs = contrast_pairs(context.experience, self.reflections, context.seed)
-        if reflector is None or not pairs:
-            return None
+        if reflector is None:
+            raise NoCandidate("no reflector")
+        if not pairs:
+            raise NoCandidate("no failure to contrast with a success of the same family")
         rules = list(context.incumbent.insights)
         prompts = [self._prompt(rules, failure, success) for failure, success in pairs]
         replies = reflector.complete(prompts, Sampling(0.7, self.max_reply_tokens, context.seed))
@@ -99,7 +101,7 @@ class InsightLever:
                 rules = apply_operations(rules, operations, specific)
         rules = sorted(rules, key=lambda i: i.helpful - i.harmful, reverse=True)[: self.max_rules]
         if tuple(rules) == context.incumbent.insights:
-            return None
+            raise NoCandidate(f"{len(replies)} reflections, no valid rule edit")
         return context.incumbent.derive(context.version, self.name, insights=tuple(rules))
 
     def _prompt(self, rules: Sequence[Insight], failure: Trajectory, success: Trajectory) -> Prompt:

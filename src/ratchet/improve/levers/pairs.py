@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ratchet.core.agent import Agent
 from ratchet.core.trajectory import Step, Trajectory
 from ratchet.engine.models.base import Preference
-from ratchet.improve.levers.base import LeverContext
+from ratchet.improve.levers.base import LeverContext, NoCandidate
 from ratchet.improve.levers.weights import (
     ADAPTER_DIR,
     adapter_candidate,
@@ -129,7 +129,7 @@ class PairsLever:
         real = groups(t for t in context.experience if played(context, t))
         pairs = mine_pairs(real, self.max_pairs)
         if not pairs:
-            return None
+            raise NoCandidate("no task with a success and a failure parting at one action")
         settings = lora_settings(self, context, beta=self.beta)
         out = context.workdir / ADAPTER_DIR
         result = trainer.dpo(pairs, out, settings, incumbent_adapter(context), context.progress)

@@ -30,7 +30,7 @@ from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.harness import parse_action
 from ratchet.engine.models.base import Model, Prompt, Sampling
-from ratchet.improve.levers.base import LeverContext
+from ratchet.improve.levers.base import LeverContext, NoCandidate
 from ratchet.improve.levers.insights import copied_values, specific_values, transcript
 
 if TYPE_CHECKING:
@@ -82,8 +82,10 @@ class PromptLever:
         """
         reflector = context.reflector or context.model
         tasks = training_tasks(context.experience, context.env.name, context.seed)
-        if reflector is None or context.play is None or len(tasks) < 2:
+        if reflector is None or context.play is None:
             return None
+        if len(tasks) < 2:
+            raise NoCandidate("fewer than two training tasks to reflect on")
         try:
             from gepa.api import optimize
         except ImportError:
@@ -117,7 +119,12 @@ class PromptLever:
         )
         best = dict(result.best_candidate) if isinstance(result.best_candidate, dict) else seed
         if best == seed:
-            return None
+            rejected = ", ".join(f"{n} {why}" for why, n in sorted(adapter.rejected.items()))
+            raise NoCandidate(
+                f"{len(result.candidates) - 1} rewrites kept, none beat the incumbent's texts "
+                f"on {len(front)} training tasks"
+                + (f"; turned away: {rejected}" if rejected else "")
+            )
         guidance = {**incumbent.guidance, context.env.name: best[GUIDANCE]}
         return incumbent.derive(
             context.version,

@@ -30,7 +30,7 @@ from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Step, Trajectory, tool_steps
 from ratchet.engine.harness import Budget, replay, run_episode, scripted
 from ratchet.engine.skills import bind, parse_result
-from ratchet.improve.levers.base import LeverContext
+from ratchet.improve.levers.base import LeverContext, NoCandidate
 
 _FIXED_AFTER = 3  # instances that must agree before a value stays fixed instead of a parameter
 
@@ -57,7 +57,11 @@ class SkillLever:
     name: str = "skills"
 
     def propose(self, context: LeverContext) -> Agent | None:
-        """Return the candidate, or ``None`` when no new skill was admitted."""
+        """Return the candidate.
+
+        Raises:
+            NoCandidate: When no new skill was admitted (saying which failed their checks).
+        """
         env, incumbent = context.env, context.incumbent
         successes = [
             t
@@ -76,10 +80,13 @@ class SkillLever:
             else:
                 rejected.append(f"{skill.name}: {passed}/{tried} held-out tasks")
         if not admitted:
-            return None
+            why = "; ".join(rejected) or (
+                f"no procedure of {self.min_calls}+ calls mined beyond the {len(known)} known"
+            )
+            raise NoCandidate(f"no skill admitted ({why})")
         skills = merge(incumbent.skills, admitted, self.max_skills)
         if skills == incumbent.skills:
-            return None
+            raise NoCandidate("the admitted skills are already in the library")
         return incumbent.derive(
             context.version,
             self.name,

@@ -35,7 +35,7 @@ from ratchet.engine.harness import parse_action, replay
 from ratchet.engine.models.base import Model, Prompt, Sampling
 from ratchet.envs.check import FORGED_CLAIM
 from ratchet.improve.hindsight import relabel_all
-from ratchet.improve.levers.base import LeverContext
+from ratchet.improve.levers.base import LeverContext, NoCandidate
 
 PROPOSE_PROMPT = (
     "You write practice tasks for an agent that solves tasks with tools. Each task is given "
@@ -241,7 +241,10 @@ class TaskLever:
                 accepted.append(task)
         if context.offer_tasks is not None:
             context.offer_tasks(accepted, rejected)
-        if not accepted or context.play is None:
+        if not accepted:
+            reasons = ", ".join(f"{n} {why}" for why, n in sorted(rejected.items()))
+            raise NoCandidate(f"no valid new task ({reasons or 'none proposed'})")
+        if context.play is None:
             return None
         return self._candidate(context, accepted, rejected, ceiling)
 
@@ -259,11 +262,11 @@ class TaskLever:
             if kept is None or len(trajectory.steps) < len(kept.steps):
                 best[trajectory.task.problem] = trajectory
         if not best:
-            return None
+            raise NoCandidate(f"the incumbent solved none of {len(tasks)} new tasks")
         known = {e.instruction for e in incumbent.exemplars}
         new = [to_exemplar(t) for t in best.values() if t.task.instruction not in known]
         if not new:
-            return None
+            raise NoCandidate("every solved new task is already an exemplar")
         return incumbent.derive(
             context.version,
             self.name,

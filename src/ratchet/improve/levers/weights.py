@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from ratchet.core.agent import Agent
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.models.base import LoraSettings, Trainer, TrainResult
-from ratchet.improve.levers.base import LeverContext
+from ratchet.improve.levers.base import LeverContext, NoCandidate
 
 ADAPTER_DIR = "adapter"
 
@@ -91,10 +91,11 @@ def adapter_candidate(
 ) -> Agent | None:
     """The incumbent with the adapter just trained, its training recorded in the notes.
 
-    ``None`` when the trainer had nothing to train on (``result`` is ``None``).
+    Raises:
+        NoCandidate: When the trainer had nothing to train on (``result`` is ``None``).
     """
     if result is None:
-        return None
+        raise NoCandidate("nothing to train on (no verified example that fits the context)")
     return context.incumbent.derive(
         context.version,
         lever,
