@@ -1,10 +1,11 @@
 import json
 import random
+import re
 from dataclasses import replace
 
 import pytest
 
-from fakes import FakeTrainer, exploring_model, learning_model, skill_backends
+from fakes import FakeModel, FakeTrainer, exploring_model, learning_model, skill_backends
 from ratchet.core.agent import Agent, load_agent
 from ratchet.core.task import split_of
 from ratchet.core.verdict import Verdict
@@ -412,3 +413,24 @@ def test_the_probe_covers_the_open_levels_and_the_test_every_level(tmp_path):
     assert summary["rounds"][0]["curriculum"]["probe_to"] == 2
     with Store(tmp_path / "all") as store:
         assert {t.task.difficulty for _, t in store.trajectories(split="probe")} == {1, 2}
+
+
+def test_hindsight_keeps_only_tasks_of_the_open_levels(tmp_path):
+    def reply(prompt, rng):
+        results = [m["content"] for m in prompt.messages if m["role"] == "tool"]
+        if len(results) == 2:
+            return json.dumps({"name": "finish", "arguments": {"answer": "-1"}})
+        task = [m["content"] for m in prompt.messages if m["role"] == "user"][-1]
+        start = int(results[-1]) if results else int(re.findall(r"\d+", task)[0])
+        return json.dumps({"name": "add", "arguments": {"a": start, "b": rng.randint(1, 9)}})
+
+    config = replace(CONFIG, rounds=1, levers=("exemplars",))
+    improve(config, env, tmp_path, lambda a, d: FakeModel(reply=reply), log=quiet)
+    with Store(tmp_path) as store:
+        relabelled = [
+            t for _, t in store.trajectories(split="train") if t.metadata.get("hindsight")
+        ]
+    # Two adds then a wrong finish: the one-add prefixes are level 1 (kept), the two-add
+    # prefixes level 2, above the open level 1 (dropped).
+    assert relabelled and {t.task.difficulty for t in relabelled} == {1}
+    assert {len(t.steps) for t in relabelled} == {2}

@@ -85,10 +85,14 @@ def improve(
         for number in range(run.rounds_done + 1, config.rounds + 1):
             incumbent = run.incumbent()
             log(f"round {number}: incumbent {incumbent.version}")
-            # Practise: explore the curriculum's tasks, then relabel what the failures achieved.
+            # Practise: explore the curriculum's tasks, then relabel what the failures achieved,
+            # up to the open levels: relabelled longer prefixes (e.g. an add, then a pointless
+            # subtract) would teach a weak model to keep calling tools where one call and
+            # finish solve the level it is practising.
             tasks, chosen = run.round_tasks(number, partial(_curriculum, run, env, number))
             explored = practice.explore(incumbent, tasks, number)
-            learned = relabel_all(env, explored, incumbent, config.max_difficulty)
+            open_to = chosen.get("open_to", config.max_difficulty)
+            learned = relabel_all(env, explored, incumbent, open_to)
             run.record(learned.successes)
             # Propose: every lever turns the experience so far into at most one candidate.
             candidates = []
@@ -97,7 +101,7 @@ def improve(
                 if (candidate := run.candidate(number, lever.name, incumbent, propose)) is not None:
                     candidates.append(candidate)
             # Gate: all candidates against the incumbent on this round's fresh probe sample.
-            probe = practice.probe_tasks(number, chosen.get("open_to"))
+            probe = practice.probe_tasks(number, open_to)
             baseline = practice.probe(incumbent, probe)
             probed = {c.version: practice.probe(c, probe) for c in candidates}
             alpha = round_alpha(config.gate, config.rounds)
@@ -107,7 +111,7 @@ def improve(
             if best is not None and config.curve:
                 practice.test(run.agent(best.candidate), test)
             record = round_record(number, incumbent, explored, learned, baseline, decisions, best)
-            record["curriculum"] = {**chosen, "probe_to": practice.probe_top(chosen.get("open_to"))}
+            record["curriculum"] = {**chosen, "probe_to": practice.probe_top(open_to)}
             log(round_lines(run.end_round(record)))
         final = run.incumbent()
         if final.version not in run.tests:
