@@ -9,7 +9,7 @@ from ratchet.engine.harness import Budget
 from ratchet.engine.models import ModelError
 from ratchet.engine.models.base import Completion
 from ratchet.engine.models.fake import FakeModel
-from ratchet.engine.rollout import RolloutConfig, rollout
+from ratchet.engine.rollout import Exploration, RolloutConfig, rollout
 from ratchet.envs.calc import env
 
 
@@ -175,7 +175,7 @@ def test_each_episode_can_sample_at_its_own_temperature_in_one_batch():
         model,
         RolloutConfig(concurrency=4),
         k=2,
-        temperature=lambda task, sample: temperatures[(task.id, sample)],
+        explore=lambda task, sample: Exploration(temperatures[(task.id, sample)]),
     )
     assert [t.metadata["temperature"] for t in result] == [
         temperatures[(t.task.id, t.sample)] for t in result
@@ -184,3 +184,24 @@ def test_each_episode_can_sample_at_its_own_temperature_in_one_batch():
     assert max(model.batches) == 4  # mixed temperatures still share a batch
     plain = rollout(env, TASKS[:1], Agent(model="fake"), BatchedFake(reply=oracle_reply))
     assert "temperature" not in plain[0].metadata
+
+
+def test_an_episode_exploring_past_finish_is_offered_finish_only_after_its_calls():
+    offered = []
+
+    def reply(prompt, rng):
+        offered.append((len(prompt.messages), prompt.allowed_tools))
+        return oracle_reply(prompt, rng)
+
+    task = next(t for t in TASKS if len(env.oracle(t)) == 3)  # two calls, then finish
+    result = rollout(
+        env,
+        [task],
+        Agent(model="fake"),
+        BatchedFake(reply=reply),
+        explore=lambda task, sample: Exploration(0.9, min_calls=2),
+    )
+    first, second, third = offered
+    assert first[1] and "finish" not in first[1] and second[1] == first[1]
+    assert third[1] is None and result[0].passed
+    assert result[0].metadata == {**result[0].metadata, "temperature": 0.9, "min_calls": 2}

@@ -434,3 +434,22 @@ def test_hindsight_keeps_only_tasks_of_the_open_levels(tmp_path):
     # prefixes level 2, above the open level 1 (dropped).
     assert relabelled and {t.task.difficulty for t in relabelled} == {1}
     assert {len(t.steps) for t in relabelled} == {2}
+
+
+def test_every_second_training_sample_explores_past_finish_and_probe_never_does(tmp_path):
+    config = replace(CONFIG, rounds=1)
+    improve(config, env, tmp_path / "on", lambda a, d: learning_model(), log=quiet)
+    with Store(tmp_path / "on") as store:
+        train = [
+            t
+            for _, t in store.trajectories(split="train")
+            if not t.metadata.get("hindsight") and not t.metadata.get("lever")
+        ]
+        held_out = [t for split in ("probe", "test") for _, t in store.trajectories(split=split)]
+    assert {t.metadata.get("min_calls") for t in train if t.sample % 2 == 0} == {None}
+    assert all(t.metadata["min_calls"] == t.task.difficulty for t in train if t.sample % 2)
+    assert not any("min_calls" in t.metadata for t in held_out)
+    off = replace(config, explore_past_finish=False)
+    improve(off, env, tmp_path / "off", lambda a, d: learning_model(), log=quiet)
+    with Store(tmp_path / "off") as store:
+        assert not any("min_calls" in t.metadata for _, t in store.trajectories())

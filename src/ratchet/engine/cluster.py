@@ -32,7 +32,14 @@ from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.harness import crashed
 from ratchet.engine.models import Model, make_model
-from ratchet.engine.rollout import RolloutConfig, Temperature, collect, episode_jobs, player
+from ratchet.engine.rollout import (
+    Exploration,
+    Explore,
+    RolloutConfig,
+    collect,
+    episode_jobs,
+    player,
+)
 
 MAX_ATTEMPTS = 3
 
@@ -60,12 +67,12 @@ class EpisodeWorker:
         seed: int,
         task: Task,
         sample: int,
-        temperature: float | None = None,
+        exploration: Exploration | None = None,
     ) -> Trajectory:
-        """Play one episode (at its own ``temperature``, if given) and return its trajectory."""
+        """Play one episode (exploring as ``exploration`` says, if given); return it."""
         model = None if agent.scripted else self._model(agent, agent_dir)
-        own = None if temperature is None else (lambda task, sample: temperature)
-        return player(self.env, agent, model, config, seed, temperature=own)(task, sample)
+        own = None if exploration is None else (lambda task, sample: exploration)
+        return player(self.env, agent, model, config, seed, explore=own)(task, sample)
 
     def pid(self) -> int:
         """The worker's process id (for tests that kill one)."""
@@ -171,7 +178,7 @@ class RayPool:
         on_trajectory: Callable[[Trajectory], object] | None = None,
         progress: Progress | None = None,
         description: str = "rollouts",
-        temperature: Temperature | None = None,
+        explore: Explore | None = None,
     ) -> list[Trajectory]:
         """Play every task ``k`` times on the workers and return the trajectories in task order.
 
@@ -186,16 +193,16 @@ class RayPool:
         config = config or RolloutConfig()
         jobs = episode_jobs(tasks, k, first_sample, skip)
         directory = None if agent_dir is None else str(agent_dir)
-        temperatures = [None if temperature is None else temperature(t, s) for t, s in jobs]
+        explorations = [None if explore is None else explore(t, s) for t, s in jobs]
         play = (agent, directory, config, seed)
-        finished = self._stream(env, jobs, temperatures, play)
+        finished = self._stream(env, jobs, explorations, play)
         return collect(finished, len(jobs), on_trajectory, progress, description)
 
     def _stream(
         self,
         env: Env,
         jobs: list[tuple[Task, int]],
-        temperatures: list[float | None],
+        explorations: list[Exploration | None],
         play: tuple[Agent, str | None, RolloutConfig, int],
     ) -> Iterator[tuple[int, Trajectory]]:
         """Yield ``(job index, trajectory)`` as episodes finish, retrying those of dead workers."""
@@ -204,7 +211,7 @@ class RayPool:
         running: dict[Any, tuple[int, Any]] = {}
         try:
             while pending or running:
-                self._submit(jobs, temperatures, pending, attempts, running, play)
+                self._submit(jobs, explorations, pending, attempts, running, play)
                 ready, _ = self.ray.wait(list(running), num_returns=1)
                 index, worker = running.pop(ready[0])
                 try:
@@ -225,7 +232,7 @@ class RayPool:
     def _submit(
         self,
         jobs: list[tuple[Task, int]],
-        temperatures: list[float | None],
+        explorations: list[Exploration | None],
         pending: deque[int],
         attempts: list[int],
         running: dict[Any, tuple[int, Any]],
@@ -243,7 +250,7 @@ class RayPool:
             index = pending.popleft()
             attempts[index] += 1
             task, sample = jobs[index]
-            ref = worker.play.remote(*play, task, sample, temperatures[index])
+            ref = worker.play.remote(*play, task, sample, explorations[index])
             running[ref] = (index, worker)
             load[id(worker)] += 1
 

@@ -51,11 +51,30 @@ from ratchet.engine.models.base import (
     Prompt,
     Sampling,
     WindowedModel,
+    tool_name,
 )
 
 Play = Callable[[Task, int], Trajectory]
-Temperature = Callable[[Task, int], float]
-"""``temperature(task, sample) -> float``: an episode's own sampling temperature."""
+
+
+@dataclass(frozen=True)
+class Exploration:
+    """How one episode explores (training episodes; probe and test play the agent as it is).
+
+    Attributes:
+        temperature: The episode's own sampling temperature (``None``: the agent's).
+        min_calls: Tool calls the episode makes before ``finish`` is offered to the decoder:
+            an agent that learned to finish after one call still tries longer plans. The
+            prompt is unchanged (the decoder enforces it, see :attr:`Prompt.allowed_tools`),
+            so a success found this way trains like any other.
+    """
+
+    temperature: float | None = None
+    min_calls: int = 0
+
+
+Explore = Callable[[Task, int], Exploration]
+"""``explore(task, sample) -> Exploration``: how each episode explores."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +108,7 @@ def rollout(
     on_trajectory: Callable[[Trajectory], object] | None = None,
     progress: Progress | None = None,
     description: str = "rollouts",
-    temperature: Temperature | None = None,
+    explore: Explore | None = None,
 ) -> list[Trajectory]:
     """Play every task ``k`` times with ``agent`` and return the trajectories in task order.
 
@@ -107,8 +126,9 @@ def rollout(
             one are finished.
         progress: A rich progress display to add a bar to; ``None`` shows none.
         description: Label for the progress bar.
-        temperature: ``temperature(task, sample)``: each episode's own sampling temperature
-            (recorded in its ``metadata["temperature"]``); ``None``: the agent's.
+        explore: ``explore(task, sample)``: how each episode explores (recorded in its
+            ``metadata["temperature"]`` and ``metadata["min_calls"]``); ``None``: the agent as
+            it is.
 
     Raises:
         ValueError: If a model-driven agent is given no model.
@@ -121,7 +141,7 @@ def rollout(
     env = guarded(env)
     jobs = episode_jobs(tasks, k, first_sample, skip)
     batcher = _batcher(agent, model, config, len(jobs))
-    play = player(env, agent, model, config, seed, batcher, temperature)
+    play = player(env, agent, model, config, seed, batcher, explore)
     with ThreadPoolExecutor(max(1, config.concurrency), "ratchet-episode") as pool:
         futures = {pool.submit(play, task, sample): i for i, (task, sample) in enumerate(jobs)}
 
@@ -219,7 +239,7 @@ def player(
     config: RolloutConfig,
     seed: int,
     batcher: Batcher | None = None,
-    temperature: Temperature | None = None,
+    explore: Explore | None = None,
 ) -> Play:
     """Return ``play(task, sample) -> Trajectory`` for ``agent``: one episode, as rollouts play it.
 
@@ -230,8 +250,8 @@ def player(
         config: Reply cap and budgets.
         seed: Base sampling seed (each episode derives its own from it, its task and sample).
         batcher: Gathers the calls of concurrent episodes into batches (for a local model).
-        temperature: ``temperature(task, sample)``: each episode's own sampling temperature;
-            ``None``: the agent's.
+        explore: ``explore(task, sample)``: how each episode explores; ``None``: the agent
+            as it is.
 
     Raises:
         ValueError: If a model-driven agent is given no model.
@@ -246,11 +266,14 @@ def player(
     def play(task: Task, sample: int) -> Trajectory:
         episode_seed = seed + _episode_seed(task, sample)
         # The episode's own temperature travels with its prompts, so a batch can mix them.
-        own = None if temperature is None else temperature(task, sample)
+        own = Exploration() if explore is None else explore(task, sample)
 
         def policy(prompt: Prompt, turn: int) -> Completion:
             sampling = Sampling(agent.temperature, config.max_reply_tokens, episode_seed + turn)
-            prompt = replace(prompt, key=f"{task.id}:{sample}", temperature=own)
+            prompt = replace(prompt, key=f"{task.id}:{sample}", temperature=own.temperature)
+            if turn < own.min_calls:
+                allowed = tuple(n for n in map(tool_name, prompt.tools) if n and n != FINISH)
+                prompt = replace(prompt, allowed_tools=allowed or None)
             if batcher is not None:
                 return batcher.complete(prompt, sampling)
             return model.complete([prompt], sampling)[0]
@@ -268,9 +291,12 @@ def player(
             sample=sample,
             context=context,
         )
-        if own is None:
+        if explore is None:
             return played
-        return replace(played, metadata={**played.metadata, "temperature": own})
+        metadata = {"temperature": own.temperature}
+        if own.min_calls:
+            metadata["min_calls"] = own.min_calls
+        return replace(played, metadata={**played.metadata, **metadata})
 
     return play
 

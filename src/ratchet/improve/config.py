@@ -50,6 +50,10 @@ class ImproveConfig:
         explore_temperature: Sampling temperature of training episodes; unset: chosen per task
             from the incumbent's success on it (or its family and difficulty), spread over the
             k samples.
+        explore_past_finish: Offer ``finish`` to every second training sample of a level-L
+            task only after L tool calls (the prompt is unchanged; the decoder enforces it),
+            so an agent that learned to finish early still tries the longer plans the next
+            level needs. Probe and test episodes are never constrained.
         seed: Master seed: tasks, samples, training.
         reflector: Model reference for levers that reflect on experience (default: the agent's).
         curve: Test every newly accepted version too, for the learning curve.
@@ -83,6 +87,7 @@ class ImproveConfig:
     probe_all_levels: bool = False
     temperature: float = 0.7
     explore_temperature: float | None = None
+    explore_past_finish: bool = True
     seed: int = 0
     reflector: str | None = None
     curve: bool = True

@@ -22,7 +22,7 @@ from ratchet.core.trajectory import Trajectory
 from ratchet.engine.cluster import RayPool
 from ratchet.engine.metrics import Metrics, summarize
 from ratchet.engine.models import Backends, Model, Trainer
-from ratchet.engine.rollout import Temperature, rollout
+from ratchet.engine.rollout import Exploration, Explore, rollout
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.frontier import SuccessRates, explore_temperatures
 from ratchet.improve.levers.base import Lever, LeverContext, make_play
@@ -72,12 +72,16 @@ class Practice:
         return self.run.config
 
     def explore(self, agent: Agent, tasks: Sequence[Task], number: int) -> list[Trajectory]:
-        """Round ``number``'s training episodes, each at its exploration temperature.
+        """Round ``number``'s training episodes, each exploring in its own way.
 
         With ``explore_temperature`` unset, each task's k samples get temperatures chosen from
         the agent's success on the task (or its family and difficulty) in earlier rounds (see
         :func:`~ratchet.improve.frontier.explore_temperatures`); the episodes of this round
-        do not count, so a resumed round picks the same temperatures.
+        do not count, so a resumed round picks the same temperatures. With
+        ``explore_past_finish``, every second sample of a level-L task is offered ``finish``
+        only after L tool calls (the built-in ladders add one step per level): an agent that
+        learned to finish after one call on level 1 otherwise never tries the longer plans
+        the next level needs, and leaves nothing to learn them from.
         """
         k, first = self.config.train_k, (number - 1) * self.config.train_k
         seed = self.config.seed + number
@@ -91,10 +95,11 @@ class Practice:
             for task in tasks
         }
 
-        def temperature(task: Task, sample: int) -> float:
-            return chosen[task.id][sample - first]
+        def explore(task: Task, sample: int) -> Exploration:
+            withheld = self.config.explore_past_finish and (sample - first) % 2 == 1
+            return Exploration(chosen[task.id][sample - first], task.difficulty if withheld else 0)
 
-        return self.play(agent, tasks, k, seed, "train", first, temperature)
+        return self.play(agent, tasks, k, seed, "train", first, explore)
 
     def probe_tasks(self, number: int, open_to: int | None = None) -> list[Task]:
         """Round ``number``'s probe: a fresh sample from the probe split.
@@ -178,7 +183,7 @@ class Practice:
         seed: int,
         label: str,
         first: int = 0,
-        temperature: Temperature | None = None,
+        explore: Explore | None = None,
     ) -> list[Trajectory]:
         """Roll ``agent`` out on ``tasks`` (resuming), store every episode, return them all."""
         done = self.run.done(agent.version)
@@ -191,7 +196,7 @@ class Practice:
             "on_trajectory": lambda t: self.run.record([t]),
             "progress": self.progress,
             "description": label,
-            "temperature": temperature,
+            "explore": explore,
         }
         if self.pool is not None:
             directory = self.run.agent_dir(agent.version)

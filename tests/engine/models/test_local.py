@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -288,3 +289,15 @@ def test_one_batch_can_mix_temperatures(model: Any) -> None:
     replies = model.complete(mixed, Sampling(temperature=0.7, max_tokens=48, seed=3))
     assert replies[0].text == greedy[0].text
     assert_valid_calls([c.text for c in replies], tools)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_allowed_tools_narrow_what_the_decoder_may_call(model: Any) -> None:
+    prompts, _ = calc_prompts(3, seed=7)
+    narrowed = [replace(p, allowed_tools=("finish",)) for p in prompts]
+    replies = model.complete(narrowed, Sampling(temperature=1.0, max_tokens=48, seed=1))
+    assert all(c.error is None and json.loads(c.text)["name"] == "finish" for c in replies)
+    others = [replace(p, allowed_tools=("add", "multiply")) for p in prompts]
+    replies = model.complete(others, Sampling(temperature=1.0, max_tokens=48, seed=1))
+    assert all(json.loads(c.text)["name"] in {"add", "multiply"} for c in replies)

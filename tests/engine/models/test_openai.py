@@ -3,7 +3,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -535,3 +535,12 @@ def test_a_trickling_server_hits_the_total_deadline(headers_too):
         server.close()
     assert completion.error is not None and "within 1.5 s" in completion.error
     assert server.sent < len(server.slow)
+
+
+def test_a_prompt_narrowed_to_some_tools_offers_only_those(serve):
+    call = {"id": "c", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    server = serve(lambda i, body: ok(None, [call]))
+    other = {**ADD_TOOL, "function": {**ADD_TOOL["function"], "name": "finish"}}
+    narrowed = replace(ask(tools=(ADD_TOOL, other)), allowed_tools=("add",))
+    model_for(server).complete([narrowed], Sampling())
+    assert server.requests[0]["tools"] == [ADD_TOOL]

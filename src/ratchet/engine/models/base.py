@@ -30,12 +30,31 @@ class Prompt:
         temperature: This conversation's own sampling temperature, overriding the batch's
             :attr:`Sampling.temperature` (so one batch can mix temperatures); ``None``: the
             batch's.
+        allowed_tools: Names of the tools this reply may call, among ``tools`` (``None``: any).
+            A backend that constrains decoding enforces it and still shows every tool, so the
+            prompt is the same as without it; others offer only these tools.
     """
 
     messages: tuple[dict[str, Any], ...]
     tools: tuple[dict[str, Any], ...] = ()
     key: str | None = None
     temperature: float | None = None
+    allowed_tools: tuple[str, ...] | None = None
+
+
+def tool_name(tool: dict[str, Any]) -> str:
+    """The name of an OpenAI-format tool schema (``""`` if it has none)."""
+    function = tool.get("function", tool)
+    name = function.get("name") if isinstance(function, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def offered_tools(prompt: Prompt) -> tuple[dict[str, Any], ...]:
+    """The tools ``prompt``'s reply may call: its ``tools``, narrowed to ``allowed_tools``."""
+    if prompt.allowed_tools is None:
+        return prompt.tools
+    allowed = set(prompt.allowed_tools)
+    return tuple(tool for tool in prompt.tools if tool_name(tool) in allowed)
 
 
 def estimate_tokens(prompt: Prompt) -> int:

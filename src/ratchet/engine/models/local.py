@@ -30,7 +30,7 @@ import torch
 import transformers
 
 import ratchet.engine.models.kvcache as kvcache
-from ratchet.engine.models.base import Completion, ModelError, Prompt, Sampling
+from ratchet.engine.models.base import Completion, ModelError, Prompt, Sampling, offered_tools
 from ratchet.engine.models.constrain import ToolCallConstraint, tool_call_grammar
 from ratchet.engine.models.render import render_prompt
 
@@ -278,7 +278,7 @@ class LocalModel:
         errors: dict[int, str] = {}
         for index, prompt in enumerate(prompts):
             try:
-                grammar = self._grammar(prompt.tools, sampling.max_tokens)
+                grammar = self._grammar(offered_tools(prompt), sampling.max_tokens)
                 row = self._tokens(prompt, sampling.max_tokens)
             except (ValueError, TypeError, KeyError) as exc:
                 errors[index] = f"cannot prompt the model: {exc}"

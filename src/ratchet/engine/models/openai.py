@@ -34,7 +34,14 @@ import httpx
 
 import ratchet.engine.models.timed_http as timed_http
 from ratchet.core.tool import ToolCall
-from ratchet.engine.models.base import Completion, ModelError, Prompt, Sampling, estimate_tokens
+from ratchet.engine.models.base import (
+    Completion,
+    ModelError,
+    Prompt,
+    Sampling,
+    estimate_tokens,
+    offered_tools,
+)
 from ratchet.engine.models.openai_messages import parse_tool_calls, text_messages
 
 ToolMode = Literal["required", "auto", "text"]
@@ -258,11 +265,11 @@ class OpenAIModel:
         if seed is not None:
             body["seed"] = seed
         if mode == "text":
-            body["messages"] = text_messages(prompt.messages, prompt.tools)
+            body["messages"] = text_messages(prompt.messages, offered_tools(prompt))
         else:
             body["messages"] = list(prompt.messages)
             if mode is not None:
-                body["tools"] = list(prompt.tools)
+                body["tools"] = list(offered_tools(prompt))
                 body["tool_choice"] = mode
         body.update(self.extra_body)
         return body
