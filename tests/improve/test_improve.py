@@ -350,7 +350,7 @@ def test_exploration_picks_temperatures_per_task_and_the_round_says_why(tmp_path
     config = replace(CONFIG, rounds=2, levers=("exemplars",))
     summary = improve(config, env, tmp_path, lambda a, d: learning_model(), log=quiet)
     first, second = summary["rounds"]
-    assert set(first["explore_temperatures"]) == {"0.50", "0.90"}  # nothing known yet: spread
+    assert set(first["explore_temperatures"]) == {"0.5", "0.9"}  # nothing known yet: spread
     assert len(second["explore_temperatures"]) >= 2
     assert sum(n for _, n in second["explore_temperatures"].values()) == 32
     assert first["curriculum"]["open_to"] == 1 and "probe" in first["curriculum"]
@@ -365,7 +365,7 @@ def test_exploration_picks_temperatures_per_task_and_the_round_says_why(tmp_path
         lambda a, d: learning_model(),
         log=quiet,
     )
-    assert set(fixed["rounds"][0]["explore_temperatures"]) == {"0.60"}
+    assert set(fixed["rounds"][0]["explore_temperatures"]) == {"0.6"}
 
 
 def test_skills_tasks_and_prompt_levers_run_in_the_loop_and_are_recorded(tmp_path):
@@ -438,7 +438,7 @@ def test_hindsight_keeps_only_tasks_of_the_open_levels(tmp_path):
 
 def test_every_second_training_sample_explores_past_finish_and_probe_never_does(tmp_path):
     config = replace(CONFIG, rounds=1)
-    improve(config, env, tmp_path / "on", lambda a, d: learning_model(), log=quiet)
+    summary = improve(config, env, tmp_path / "on", lambda a, d: learning_model(), log=quiet)
     with Store(tmp_path / "on") as store:
         train = [
             t
@@ -449,6 +449,8 @@ def test_every_second_training_sample_explores_past_finish_and_probe_never_does(
     assert {t.metadata.get("min_calls") for t in train if t.sample % 2 == 0} == {None}
     assert all(t.metadata["min_calls"] == t.task.difficulty for t in train if t.sample % 2)
     assert not any("min_calls" in t.metadata for t in held_out)
+    past = summary["rounds"][0]["past_finish"]
+    assert past[1] == sum(1 for t in train if t.sample % 2) and 0 <= past[0] <= past[1]
     off = replace(config, explore_past_finish=False)
     improve(off, env, tmp_path / "off", lambda a, d: learning_model(), log=quiet)
     with Store(tmp_path / "off") as store:

@@ -38,19 +38,25 @@ def round_record(
         "relabelled": len(learned.successes),
         "relabels_held_out": learned.held_out,
         "explore_temperatures": _by_temperature(explored),
+        "past_finish": _counts([t for t in explored if t.metadata.get("min_calls")]),
         "decisions": [to_dict(d) for d in decisions],
     }
 
 
 def _by_temperature(explored: Sequence[Trajectory]) -> dict[str, list[int]]:
-    """``[passed, episodes]`` per exploration temperature (recorded on each episode)."""
+    """``[passed, episodes]`` per exploration temperature (each episode's, to 0.1)."""
     counts: dict[str, list[int]] = {}
     for episode in explored:
         temperature = episode.metadata.get("temperature")
-        bucket = counts.setdefault(f"{temperature:.2f}" if temperature is not None else "-", [0, 0])
+        bucket = counts.setdefault(f"{temperature:.1f}" if temperature is not None else "-", [0, 0])
         bucket[0] += episode.passed
         bucket[1] += 1
     return dict(sorted(counts.items()))
+
+
+def _counts(episodes: Sequence[Trajectory]) -> list[int]:
+    """``[passed, episodes]``."""
+    return [sum(t.passed for t in episodes), len(episodes)]
 
 
 def round_lines(record: dict[str, Any]) -> str:
@@ -67,6 +73,9 @@ def round_lines(record: dict[str, Any]) -> str:
         opened = record.get("curriculum", {}).get("open_to")
         levels = f"; levels 1-{opened} open" if opened else ""
         lines.append(f"  explored at temperature {temperatures}{levels}")
+    past_passed, past_n = record.get("past_finish", [0, 0])
+    if past_n:
+        lines.append(f"  {past_passed}/{past_n} passed exploring past finish")
     for candidate in record["candidates"]:
         if candidate["version"] is None:
             lines.append(f"  {candidate['lever']}: {candidate['reason']}")
