@@ -115,7 +115,9 @@ def test_pairs_and_grpo_continue_the_incumbents_adapter_and_move_it(lever, local
     incumbent = Agent(version="v0", model="local", adapter="adapter")
     workdir = tmp_path / "v1"
     workdir.mkdir()
-    candidate = lever.propose(context(mixed_groups(), workdir, incumbent, rft_dir))
+    # grpo learns from the incumbent's own samples only: these are v0's.
+    played = [replace(t, agent="v0") for t in mixed_groups()]
+    candidate = lever.propose(context(played, workdir, incumbent, rft_dir))
     assert candidate is not None and candidate.notes["trained_on"] > 0
     before, after = lora_b(rft_dir / "adapter"), lora_b(workdir / "adapter")
     assert before.keys() == after.keys()

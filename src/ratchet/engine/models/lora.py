@@ -117,6 +117,8 @@ def optimise(
 ) -> list[float]:
     """Run ``settings.steps`` AdamW steps on ``loss(step)`` and return the loss of each.
 
+    ``loss(step)`` returns the step's loss tensor, or an iterable of parts that sum to it:
+    each part is backpropagated as it comes, so only one part's activations live at a time.
     Cosine schedule with a 10% warm-up, gradients clipped to norm 1.
     """
     import torch
@@ -131,12 +133,15 @@ def optimise(
     bar = progress.add_task(label, total=settings.steps) if progress else None
     for step in range(settings.steps):
         value = loss(step)
-        value.backward()
+        total = 0.0
+        for part in [value] if isinstance(value, torch.Tensor) else value:
+            part.backward()
+            total += float(part.detach())
         torch.nn.utils.clip_grad_norm_(parameters, 1.0)
         optimizer.step()
         schedule.step()
         optimizer.zero_grad()
-        losses.append(float(value.detach()))
+        losses.append(total)
         if progress is not None and bar is not None:
             progress.update(bar, advance=1, description=f"{label} (loss {losses[-1]:.3f})")
     return losses

@@ -31,7 +31,7 @@ recognise SmolLM2's chat template for tool calls.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -161,6 +161,7 @@ def _reference(model: Any, sequences: Sequence[Sequence_], batch_size: int) -> l
 
 
 Loss = Callable[[int], Any]
+"""``loss(step)``: the step's loss tensor, or parts that sum to it (see ``optimise``)."""
 
 D = TypeVar("D")
 E = TypeVar("E")
@@ -222,14 +223,12 @@ def _dpo_loss(
         for side in (chosen, rejected)
     ]
 
-    def loss(step: int) -> Any:
+    def loss(step: int) -> Iterator[Any]:
         picked = rng.choices(range(len(examples)), k=settings.batch_size)
-        sequences = [chosen[i] for i in picked] + [rejected[i] for i in picked]
-        summed = torch.stack([logps.sum() for logps in token_logps(trainable, sequences)])
-        policy_chosen, policy_rejected = summed[: len(picked)], summed[len(picked) :]
-        index = torch.tensor(picked, device=reference[0].device)
-        margin = (policy_chosen - reference[0][index]) - (policy_rejected - reference[1][index])
-        return -torch.nn.functional.logsigmoid(settings.beta * margin).mean()
+        for i in picked:  # a pair at a time: only one pair's activations are alive
+            good, bad = (logps.sum() for logps in token_logps(trainable, [chosen[i], rejected[i]]))
+            margin = (good - reference[0][i]) - (bad - reference[1][i])
+            yield -torch.nn.functional.logsigmoid(settings.beta * margin) / len(picked)
 
     return loss
 
@@ -242,18 +241,16 @@ def _grpo_loss(
     sequences = [(e.input_ids, e.action_mask) for e in examples]
     reference = _reference(trainable, sequences, settings.batch_size)
 
-    def loss(step: int) -> Any:
+    def loss(step: int) -> Iterator[Any]:
         picked = rng.choices(range(len(examples)), k=settings.batch_size)
-        current = token_logps(trainable, [sequences[i] for i in picked])
-        per_episode = []
-        for i, logps in zip(picked, current, strict=True):
+        for i in picked:  # an episode at a time: only one episode's activations are alive
+            [logps] = token_logps(trainable, [sequences[i]])
             advantage, old = examples[i].advantage, reference[i]
             ratio = torch.exp(logps - old)
             clipped = torch.clamp(ratio, 1 - settings.clip, 1 + settings.clip)
             surrogate = torch.minimum(ratio * advantage, clipped * advantage)
             kl = torch.exp(old - logps) - (old - logps) - 1
-            per_episode.append((settings.beta * kl - surrogate).mean())
-        return torch.stack(per_episode).mean()
+            yield (settings.beta * kl - surrogate).mean() / len(picked)
 
     return loss
 
