@@ -43,14 +43,22 @@ class Row:
 
 
 def rows(demos: bool) -> list[Row]:
-    """The matrix's rows: each env at its lower levels, with a budget of about 25 minutes."""
+    """The matrix's rows: each env at its lower levels, with a budget of about 25 minutes.
+
+    calc's episodes are short, so its row affords three rounds of two levers. The other envs'
+    prompts are 2-4x longer (file listings, policies, 15 tool schemas), so their rows run two
+    rounds of ``rft`` alone, which gains most per minute (see docs/improve.md, levers compared).
+    """
     base = ImproveConfig(env="calc", levers=("exemplars", "rft"), rounds=3, probe_tasks=32)
+    longer = replace(base, levers=("rft",), rounds=2, train_tasks=24, probe_tasks=24)
+    wider = replace(base.rollout, max_reply_tokens=64)
     chosen = [
         Row("calc", replace(base, env="calc", max_difficulty=3, train_tasks=48)),
-        Row("grid", replace(base, env="grid", max_difficulty=2)),
-        Row("files", replace(base, env="files", max_difficulty=2)),
-        Row("shop", replace(base, env="shop", max_difficulty=2)),
-        Row("code", replace(base, env="code", max_difficulty=2)),
+        Row("grid", replace(longer, env="grid", max_difficulty=2)),
+        # move_file and search calls need about 52 tokens: the CPU preset's 48 would cut them.
+        Row("files", replace(longer, env="files", max_difficulty=2, rollout=wider)),
+        Row("shop", replace(longer, env="shop", max_difficulty=2)),
+        Row("code", replace(longer, env="code", max_difficulty=2)),
     ]
     if demos:
         chosen += [
