@@ -85,10 +85,8 @@ def improve(
         for number in range(run.rounds_done + 1, config.rounds + 1):
             incumbent = run.incumbent()
             log(f"round {number}: incumbent {incumbent.version}")
-            # Practise: explore the curriculum's tasks, then relabel what the failures achieved,
-            # up to the open levels: relabelled longer prefixes (e.g. an add, then a pointless
-            # subtract) would teach a weak model to keep calling tools where one call and
-            # finish solve the level it is practising.
+            # Practise: explore the curriculum's tasks, then relabel what the failures achieved
+            # up to the open levels (longer relabels teach a weak model to keep calling tools).
             tasks, chosen = run.round_tasks(number, partial(_curriculum, run, env, number))
             explored = practice.explore(incumbent, tasks, number)
             open_to = chosen.get("open_to", config.max_difficulty)

@@ -174,7 +174,7 @@ class RunDir:
             candidate = propose(workdir, version)
         except NoCandidate as exc:
             candidate = None
-            self._state.setdefault("no_candidate", {})[key] = str(exc)
+            self._state.setdefault("no_candidate", {})[key] = f"nothing to propose: {exc}"
         if candidate is not None:
             inherited = incumbent.adapter_path(self.agent_dir(incumbent.version))
             own = candidate.adapter_path(workdir)
@@ -328,18 +328,15 @@ class RunDir:
         number = record["round"]
         decisions = {d["candidate"]: d for d in record.pop("decisions")}
         candidates = []
+        nothing = self._state.get("no_candidate", {})
         for key, version in self._state["candidates"].items():
             if key.split(":", 1)[0] != str(number):
                 continue
             lever = key.split(":", 1)[1]
             if version is None:
+                reason = nothing.get(key, "nothing to propose")
                 candidates.append(
-                    {
-                        "lever": lever,
-                        "version": None,
-                        "accepted": False,
-                        "reason": _nothing(self._state.get("no_candidate", {}).get(key)),
-                    }
+                    {"lever": lever, "version": None, "accepted": False, "reason": reason}
                 )
             else:
                 candidates.append(
@@ -447,7 +444,3 @@ def _write_atomic(path: Path, text: str) -> None:
     staging = path.with_name(f".{path.name}.tmp")
     staging.write_text(text)
     os.replace(staging, path)
-
-
-def _nothing(why: str | None) -> str:
-    return f"nothing to propose: {why}" if why else "nothing to propose"
