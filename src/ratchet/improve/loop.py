@@ -123,11 +123,10 @@ def _preflight(config: ImproveConfig, env: Env, candidates: int) -> None:
     if problem is not None:
         raise ValueError(problem)
     # The probe may cover level 1 alone (only it open) or every level; test covers them all.
-    sizes: tuple[tuple[Split, int, int, int], ...] = (
-        ("probe", config.probe_tasks, PROBE_SEED, 1),
-        ("probe", config.probe_tasks, PROBE_SEED, config.max_difficulty),
-        ("test", config.test_tasks, TEST_SEED, config.max_difficulty),
-    )
+    sizes: list[tuple[Split, int, int, int]] = [
+        ("probe", config.probe_tasks, PROBE_SEED, top) for top in sorted({1, config.max_difficulty})
+    ]
+    sizes.append(("test", config.test_tasks, TEST_SEED, config.max_difficulty))
     for split, n, seed, top in sizes:
         try:
             draw(env, split, n, config.seed + seed, top)

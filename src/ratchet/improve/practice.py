@@ -101,21 +101,21 @@ class Practice:
 
         return self.play(agent, tasks, k, seed, "train", first, explore)
 
-    def probe_tasks(self, number: int, open_to: int | None = None) -> list[Task]:
+    def probe_tasks(self, number: int, open_to: int) -> list[Task]:
         """Round ``number``'s probe: a fresh sample from the probe split.
 
         Args:
             number: The round.
             open_to: The curriculum's highest open level this round; the probe stays at or
-                below it unless ``probe_all_levels`` is set (``None``: every level).
+                below it unless ``probe_all_levels`` is set.
         """
         seed = self.config.seed + PROBE_SEED + 7919 * number
         return draw(self.env, "probe", self.config.probe_tasks, seed, self.probe_top(open_to))
 
-    def probe_top(self, open_to: int | None) -> int:
+    def probe_top(self, open_to: int) -> int:
         """The highest level the probe covers when the curriculum is open to ``open_to``."""
         top = self.config.max_difficulty
-        return top if open_to is None or self.config.probe_all_levels else min(open_to, top)
+        return top if self.config.probe_all_levels else min(open_to, top)
 
     def probe(self, agent: Agent, tasks: Sequence[Task]) -> list[Trajectory]:
         """``agent``'s episodes on probe tasks (same seeds for every agent: they pair up)."""

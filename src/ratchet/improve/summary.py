@@ -45,13 +45,12 @@ def round_record(
 
 def _by_temperature(explored: Sequence[Trajectory]) -> dict[str, list[int]]:
     """``[passed, episodes]`` per exploration temperature (each episode's, to 0.1)."""
-    counts: dict[str, list[int]] = {}
+    groups: dict[str, list[Trajectory]] = {}
     for episode in explored:
         temperature = episode.metadata.get("temperature")
-        bucket = counts.setdefault(f"{temperature:.1f}" if temperature is not None else "-", [0, 0])
-        bucket[0] += episode.passed
-        bucket[1] += 1
-    return dict(sorted(counts.items()))
+        key = f"{temperature:.1f}" if temperature is not None else "-"
+        groups.setdefault(key, []).append(episode)
+    return {key: _counts(episodes) for key, episodes in sorted(groups.items())}
 
 
 def _counts(episodes: Sequence[Trajectory]) -> list[int]:
