@@ -28,7 +28,7 @@ from ratchet.engine.models.lora import Example, lora_model, optimise, to_example
 from ratchet.engine.models.policy import DPO, GRPO, Objective, token_logps
 from ratchet.engine.models.render import Render, render_prompt
 
-__all__ = ["Example", "LocalTrainer", "to_example", "train_lora"]
+__all__ = ["Example", "LocalTrainer", "balanced_weights", "to_example", "train_lora"]
 
 
 class LocalTrainer:
@@ -129,6 +129,26 @@ class LocalTrainer:
         return TrainResult(len(examples), tuple(train(model, examples, tokenizer)))
 
 
+def balanced_weights(patterns: Sequence[str]) -> list[float]:
+    """Sampling weights for training examples with these action patterns (comma-joined tools).
+
+    Successes found by exploration mirror the model's own habits (a small model calls its
+    favourite tool most), and uniform batches would teach the habit back; so the patterns of
+    one length (number of actions) share that length's weight equally, which teaches every
+    verified way of solving. Each length keeps its own share, though: balancing across lengths
+    made a calc run's 13 two-operation successes (13 distinct patterns) outweigh its 140
+    one-operation ones ten to one, and the adapter learned to call a second tool on every
+    one-operation task.
+
+    Returns:
+        One weight per pattern; they sum to the number of patterns.
+    """
+    lengths = Counter(p.count(",") for p in patterns)
+    per_length = Counter(p.count(",") for p in set(patterns))
+    counts = Counter(patterns)
+    return [lengths[p.count(",")] / per_length[p.count(",")] / counts[p] for p in patterns]
+
+
 def train_lora(
     model: Any,
     tokenizer: Any,
@@ -139,14 +159,11 @@ def train_lora(
 ) -> list[float]:
     """Fine-tune a LoRA adapter on ``examples``, save it to ``out`` and return the losses.
 
-    Batches are drawn with each action pattern (the episode's sequence of tool names) equally
-    likely. Successes found by exploration mirror the model's own habits (a small model calls
-    its favourite tool most), and uniform batches would teach the habit back; balanced ones
-    teach every way of solving that was verified, which is what counters exploration collapse.
+    Batches are drawn by :func:`balanced_weights`: every action pattern of one length equally
+    likely, each length as often as it was verified.
     """
     trainable = lora_model(model, settings)
-    patterns = Counter(e.pattern for e in examples)
-    weights = [1 / patterns[e.pattern] for e in examples]
+    weights = balanced_weights([e.pattern for e in examples])
     rng = random.Random(settings.seed)
     pad_id = int(tokenizer.pad_token_id or 0)
 
