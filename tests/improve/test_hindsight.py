@@ -1,9 +1,11 @@
+from dataclasses import replace
+
 from ratchet.core.agent import Agent
 from ratchet.core.task import split_of
 from ratchet.core.tool import ToolCall
 from ratchet.engine.harness import replay
 from ratchet.envs.calc import env
-from ratchet.improve.hindsight import relabel, relabel_all
+from ratchet.improve.hindsight import REPLAY_SAMPLES, relabel, relabel_all
 
 TASK = env.tasks("train", 1, difficulty=3)[0]
 AGENT = Agent(model="fake")
@@ -94,3 +96,21 @@ def test_a_skill_call_is_relabelled_through_the_env_calls_it_made():
             break
     assert not episode.passed and found
     assert [c.name for c in found[0].calls] == ["add", "finish"]  # replayable without the skill
+
+
+def test_a_replay_on_its_sources_own_task_is_stored_beside_the_failure(tmp_path):
+    from ratchet.engine.store import Store
+    from ratchet.envs.files import env as files
+
+    task = next(t for t in files.tasks("train", 20, difficulty=1) if t.family == "lookup")
+    read = files.oracle(task)[0]  # read_value of the asked key, then no finish
+    unfinished = replace(replay(files, task, [read, read]), sample=3)
+    assert not unfinished.passed
+    result = relabel(files, unfinished, AGENT)
+    same = [s for s in result.successes if s.task.id == task.id]
+    assert same and same[0].sample == REPLAY_SAMPLES + 3 and same[0].passed
+    with Store(tmp_path) as store:
+        run = store.start_run("improve", {})
+        store.add_trajectories(run, [unfinished, *result.successes])
+        stored = [t for _, t in store.trajectories(run)]
+    assert sorted(t.passed for t in stored if t.task.id == task.id) == [False, True]

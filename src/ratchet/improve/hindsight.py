@@ -32,6 +32,11 @@ from ratchet.core.trajectory import Observation, Step, Trajectory, tool_steps
 from ratchet.engine.harness import replay
 
 MAX_PREFIXES = 12
+REPLAY_SAMPLES = 1_000_000
+"""Replays are numbered from here plus their source episode's sample. A replay can be on its
+source's own task (the episode would have passed had it stopped earlier), and a store keeps
+one episode per task, agent and sample: under the source's number the replay would be
+dropped there, though kept in memory, and lost on resume."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,8 @@ def relabel(env: Env, trajectory: Trajectory, agent: Agent) -> Relabelled:
     """Return ``trajectory``'s verified achievements as successes on the tasks they solve.
 
     Each success carries the agent's system message, as if the agent had been given that
-    task, and ``metadata["hindsight"]`` naming the task it came from.
+    task, ``metadata["hindsight"]`` and ``metadata["source_task"]`` naming the task it came
+    from, and its source's sample number plus :data:`REPLAY_SAMPLES`.
     """
     describe = describer(env)
     if describe is None or trajectory.passed or trajectory.error is not None:
@@ -97,7 +103,7 @@ def relabel(env: Env, trajectory: Trajectory, agent: Agent) -> Relabelled:
             found[task.id] = replace(
                 replayed,
                 model=trajectory.model,
-                sample=trajectory.sample,
+                sample=REPLAY_SAMPLES + trajectory.sample,
                 metadata={"hindsight": True, "source_task": trajectory.task.id},
             )
     return Relabelled(tuple(found.values()), held_out)
