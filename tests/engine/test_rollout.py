@@ -186,22 +186,49 @@ def test_each_episode_can_sample_at_its_own_temperature_in_one_batch():
     assert "temperature" not in plain[0].metadata
 
 
-def test_an_episode_exploring_past_finish_is_offered_finish_only_after_its_calls():
-    offered = []
+def explore_once(task, exploration):
+    """Play ``task`` once with the oracle's replies; return the prompts and the episode."""
+    prompts = []
 
     def reply(prompt, rng):
-        offered.append((len(prompt.messages), prompt.allowed_tools))
+        prompts.append(prompt)
         return oracle_reply(prompt, rng)
 
+    model = BatchedFake(reply=reply)
+    (episode,) = rollout(env, [task], Agent(model="fake"), model, explore=lambda t, s: exploration)
+    return prompts, episode
+
+
+def test_an_episode_exploring_past_finish_is_offered_finish_only_after_its_calls():
     task = next(t for t in TASKS if len(env.oracle(t)) == 3)  # two calls, then finish
-    result = rollout(
-        env,
-        [task],
-        Agent(model="fake"),
-        BatchedFake(reply=reply),
-        explore=lambda task, sample: Exploration(0.9, min_calls=2),
-    )
-    first, second, third = offered
-    assert first[1] and "finish" not in first[1] and second[1] == first[1]
-    assert third[1] is None and result[0].passed
-    assert result[0].metadata == {**result[0].metadata, "temperature": 0.9, "min_calls": 2}
+    prompts, result = explore_once(task, Exploration(0.9, min_calls=2))
+    first, second, third = (p.allowed_tools for p in prompts)
+    assert first and "finish" not in first and second == first
+    assert third is None and result.passed
+    assert result.metadata == {**result.metadata, "temperature": 0.9, "min_calls": 2}
+
+
+def test_an_episode_exploring_a_first_tool_opens_with_that_tool_and_then_chooses_freely():
+    task = TASKS[0]
+    callable_tools = sorted(n for n in env.session(task).tools if n != "finish")
+    opening = env.oracle(task)[0].name
+    index = callable_tools.index(opening) + len(callable_tools)  # wraps
+    prompts, result = explore_once(task, Exploration(first_tool=index))
+    assert prompts[0].allowed_tools == (opening,)
+    assert all(p.allowed_tools is None for p in prompts[1:]) and result.passed
+    assert result.metadata["first_tool"] == opening
+    plain = rollout(env, [task], Agent(model="fake"), BatchedFake(reply=oracle_reply))
+    assert "first_tool" not in plain[0].metadata
+
+
+def test_an_episode_copying_its_arguments_is_offered_the_spans_of_its_conversation():
+    task = TASKS[0]
+    prompts, result = explore_once(task, Exploration(copy_arguments=True))
+    spans = [p.copy_spans for p in prompts]
+    numbers = [str(n) for n in [task.params["start"], *(b for _, b in task.params["steps"])]]
+    assert all(number in spans[0] for number in numbers)
+    first_result = result.steps[0].observation.text
+    assert first_result in spans[1] and first_result not in spans[0]
+    assert result.metadata["copy_arguments"] is True and result.passed
+    plain = rollout(env, [task], Agent(model="fake"), BatchedFake(reply=oracle_reply))
+    assert "copy_arguments" not in plain[0].metadata

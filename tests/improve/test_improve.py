@@ -436,22 +436,48 @@ def test_hindsight_keeps_only_tasks_of_the_open_levels(tmp_path):
     assert {len(t.steps) for t in relabelled} == {2}
 
 
-def test_every_second_training_sample_explores_past_finish_and_probe_never_does(tmp_path):
-    config = replace(CONFIG, rounds=1)
-    summary = improve(config, env, tmp_path / "on", lambda a, d: learning_model(), log=quiet)
-    with Store(tmp_path / "on") as store:
+def explored(config, directory):
+    """Run ``config`` and return its summary, real training episodes and probe/test episodes."""
+    summary = improve(config, env, directory, lambda a, d: learning_model(), log=quiet)
+    with Store(directory) as store:
         train = [
             t
             for _, t in store.trajectories(split="train")
             if not t.metadata.get("hindsight") and not t.metadata.get("lever")
         ]
         held_out = [t for split in ("probe", "test") for _, t in store.trajectories(split=split)]
+    return summary, train, held_out
+
+
+def test_every_second_training_sample_explores_past_finish_and_probe_never_does(tmp_path):
+    config = replace(CONFIG, rounds=1)
+    summary, train, held_out = explored(config, tmp_path / "on")
     assert {t.metadata.get("min_calls") for t in train if t.sample % 2 == 0} == {None}
     assert all(t.metadata["min_calls"] == t.task.difficulty for t in train if t.sample % 2)
     assert not any("min_calls" in t.metadata for t in held_out)
     past = summary["rounds"][0]["past_finish"]
     assert past[1] == sum(1 for t in train if t.sample % 2) and 0 <= past[0] <= past[1]
-    off = replace(config, explore_past_finish=False)
-    improve(off, env, tmp_path / "off", lambda a, d: learning_model(), log=quiet)
-    with Store(tmp_path / "off") as store:
-        assert not any("min_calls" in t.metadata for _, t in store.trajectories())
+    _, train, held_out = explored(replace(config, explore_past_finish=False), tmp_path / "off")
+    assert not any("min_calls" in t.metadata for t in [*train, *held_out])
+
+
+def test_with_explore_first_tool_every_second_training_sample_opens_with_a_drawn_tool(tmp_path):
+    config = replace(CONFIG, rounds=1, explore_first_tool=True)
+    summary, train, held_out = explored(config, tmp_path)
+    varied = [t for t in train if t.sample % 2]
+    assert not any("first_tool" in t.metadata for t in train if t.sample % 2 == 0)
+    tools = {name for name in env.session(varied[0].task).tools if name != "finish"}
+    assert all(t.metadata["first_tool"] in tools for t in varied)  # the fake ignores it
+    assert len({t.metadata["first_tool"] for t in varied}) > 1  # drawn, not one fixed tool
+    assert not any("first_tool" in t.metadata for t in held_out)
+    assert summary["rounds"][0]["first_tool"][1] == len(varied)
+
+
+def test_with_explore_copy_arguments_every_second_training_sample_copies_them(tmp_path):
+    config = replace(CONFIG, rounds=1, explore_copy_arguments=True)
+    summary, train, held_out = explored(config, tmp_path)
+    copied = [t for t in train if t.metadata.get("copy_arguments")]
+    assert copied and {t.sample % 2 for t in copied} == {1}
+    assert len(copied) == sum(1 for t in train if t.sample % 2)
+    assert not any("copy_arguments" in t.metadata for t in held_out)
+    assert summary["rounds"][0]["copy_arguments"] == [sum(t.passed for t in copied), len(copied)]

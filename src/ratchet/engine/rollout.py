@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -53,6 +54,7 @@ from ratchet.engine.models.base import (
     WindowedModel,
     tool_name,
 )
+from ratchet.engine.models.copying import conversation_spans
 
 Play = Callable[[Task, int], Trajectory]
 
@@ -67,10 +69,21 @@ class Exploration:
             an agent that learned to finish after one call still tries longer plans. The
             prompt is unchanged (the decoder enforces it, see :attr:`Prompt.allowed_tools`),
             so a success found this way trains like any other.
+        first_tool: Restrict the first call to one tool other than ``finish``: the one at
+            this index (modulo their number) in name order. An agent that always opens with
+            the same call (a listing, say) never sees what the other tools return, and
+            hindsight has nothing else to name; like ``min_calls``, the decoder enforces it
+            and the prompt is unchanged. ``None``: the first call is the agent's own choice.
+        copy_arguments: Restrict every free string and number argument to a span of the
+            conversation (:mod:`ratchet.engine.models.copying`): an agent that knows which
+            tool to call but invents its arguments (an email, an order id) gets them right
+            by choosing among what it was told. Enforced by the decoder.
     """
 
     temperature: float | None = None
     min_calls: int = 0
+    first_tool: int | None = None
+    copy_arguments: bool = False
 
 
 Explore = Callable[[Task, int], Exploration]
@@ -127,8 +140,9 @@ def rollout(
         progress: A rich progress display to add a bar to; ``None`` shows none.
         description: Label for the progress bar.
         explore: ``explore(task, sample)``: how each episode explores (recorded in its
-            ``metadata["temperature"]`` and ``metadata["min_calls"]``); ``None``: the agent as
-            it is.
+            ``metadata["temperature"]``, ``metadata["min_calls"]``,
+            ``metadata["first_tool"]`` and ``metadata["copy_arguments"]``); ``None``: the
+            agent as it is.
 
     Raises:
         ValueError: If a model-driven agent is given no model.
@@ -267,13 +281,19 @@ def player(
         episode_seed = seed + _episode_seed(task, sample)
         # The episode's own temperature travels with its prompts, so a batch can mix them.
         own = Exploration() if explore is None else explore(task, sample)
+        forced: list[str] = []
 
         def policy(prompt: Prompt, turn: int) -> Completion:
             sampling = Sampling(agent.temperature, config.max_reply_tokens, episode_seed + turn)
             prompt = replace(prompt, key=f"{task.id}:{sample}", temperature=own.temperature)
-            if turn < own.min_calls:
-                allowed = tuple(n for n in map(tool_name, prompt.tools) if n and n != FINISH)
-                prompt = replace(prompt, allowed_tools=allowed or None)
+            callable_tools = [n for n in map(tool_name, prompt.tools) if n and n != FINISH]
+            if turn == 0 and own.first_tool is not None and callable_tools:
+                forced.append(sorted(callable_tools)[own.first_tool % len(callable_tools)])
+                prompt = replace(prompt, allowed_tools=(forced[0],))
+            elif turn < own.min_calls:
+                prompt = replace(prompt, allowed_tools=tuple(callable_tools) or None)
+            if own.copy_arguments:
+                prompt = replace(prompt, copy_spans=conversation_spans(prompt.messages))
             if batcher is not None:
                 return batcher.complete(prompt, sampling)
             return model.complete([prompt], sampling)[0]
@@ -293,9 +313,13 @@ def player(
         )
         if explore is None:
             return played
-        metadata = {"temperature": own.temperature}
+        metadata: dict[str, Any] = {"temperature": own.temperature}
         if own.min_calls:
             metadata["min_calls"] = own.min_calls
+        if forced:
+            metadata["first_tool"] = forced[0]
+        if own.copy_arguments:
+            metadata["copy_arguments"] = True
         return replace(played, metadata={**played.metadata, **metadata})
 
     return play

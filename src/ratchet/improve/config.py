@@ -54,6 +54,14 @@ class ImproveConfig:
             task only after L tool calls (the prompt is unchanged; the decoder enforces it),
             so an agent that learned to finish early still tries the longer plans the next
             level needs. Probe and test episodes are never constrained.
+        explore_first_tool: Open every second training sample (those ``explore_past_finish``
+            constrains) with a call to a tool drawn per episode (any but ``finish``; the
+            decoder enforces it), for an agent that always opens with the same call and so
+            never sees what the other tools return. Probe and test episodes are never
+            constrained.
+        explore_copy_arguments: Make those same samples copy every free string and number
+            argument from the conversation (a word, phrase or value it was shown; the decoder
+            enforces it), for an agent that picks the right tool but invents its arguments.
         seed: Master seed: tasks, samples, training.
         reflector: Model reference for levers that reflect on experience (default: the agent's).
         curve: Test every newly accepted version too, for the learning curve.
@@ -88,6 +96,8 @@ class ImproveConfig:
     temperature: float = 0.7
     explore_temperature: float | None = None
     explore_past_finish: bool = True
+    explore_first_tool: bool = False
+    explore_copy_arguments: bool = False
     seed: int = 0
     reflector: str | None = None
     curve: bool = True

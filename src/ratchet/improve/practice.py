@@ -8,6 +8,7 @@ exploration samples fresh, and nothing a test episode does can reach a decision.
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -81,7 +82,10 @@ class Practice:
         ``explore_past_finish``, every second sample of a level-L task is offered ``finish``
         only after L tool calls (the built-in ladders add one step per level): an agent that
         learned to finish after one call on level 1 otherwise never tries the longer plans
-        the next level needs, and leaves nothing to learn them from.
+        the next level needs, and leaves nothing to learn them from. With
+        ``explore_first_tool``, those same samples open with a call to a tool drawn per
+        episode (any but ``finish``), so actions the agent never picks first get tried too;
+        with ``explore_copy_arguments``, their free arguments are copied from the conversation.
         """
         k, first = self.config.train_k, (number - 1) * self.config.train_k
         seed = self.config.seed + number
@@ -96,8 +100,15 @@ class Practice:
         }
 
         def explore(task: Task, sample: int) -> Exploration:
-            withheld = self.config.explore_past_finish and (sample - first) % 2 == 1
-            return Exploration(chosen[task.id][sample - first], task.difficulty if withheld else 0)
+            odd = (sample - first) % 2 == 1
+            withheld = self.config.explore_past_finish and odd
+            varied = self.config.explore_first_tool and odd
+            return Exploration(
+                chosen[task.id][sample - first],
+                task.difficulty if withheld else 0,
+                zlib.crc32(f"{task.id}:{sample}".encode()) if varied else None,
+                self.config.explore_copy_arguments and odd,
+            )
 
         return self.play(agent, tasks, k, seed, "train", first, explore)
 

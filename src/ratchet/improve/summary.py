@@ -39,6 +39,8 @@ def round_record(
         "relabels_held_out": learned.held_out,
         "explore_temperatures": _by_temperature(explored),
         "past_finish": _counts([t for t in explored if t.metadata.get("min_calls")]),
+        "first_tool": _counts([t for t in explored if t.metadata.get("first_tool")]),
+        "copy_arguments": _counts([t for t in explored if t.metadata.get("copy_arguments")]),
         "decisions": [to_dict(d) for d in decisions],
     }
 
@@ -75,6 +77,12 @@ def round_lines(record: dict[str, Any]) -> str:
     past_passed, past_n = record.get("past_finish", [0, 0])
     if past_n:
         lines.append(f"  {past_passed}/{past_n} passed exploring past finish")
+    varied_passed, varied_n = record.get("first_tool", [0, 0])
+    if varied_n:
+        lines.append(f"  {varied_passed}/{varied_n} passed opening with a drawn tool")
+    copied_passed, copied_n = record.get("copy_arguments", [0, 0])
+    if copied_n:
+        lines.append(f"  {copied_passed}/{copied_n} passed copying their arguments")
     for candidate in record["candidates"]:
         if candidate["version"] is None:
             lines.append(f"  {candidate['lever']}: {candidate['reason']}")

@@ -12,6 +12,7 @@ from rich.progress import Progress
 
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Trajectory
+from ratchet.engine.models.copying import copy_only
 
 
 class ModelError(RuntimeError):
@@ -33,6 +34,9 @@ class Prompt:
         allowed_tools: Names of the tools this reply may call, among ``tools`` (``None``: any).
             A backend that constrains decoding enforces it and still shows every tool, so the
             prompt is the same as without it; others offer only these tools.
+        copy_spans: Values the reply's free string and number arguments must be copied from
+            (spans of the conversation, see :mod:`.copying`; ``None``: free). Enforced like
+            ``allowed_tools``.
     """
 
     messages: tuple[dict[str, Any], ...]
@@ -40,6 +44,7 @@ class Prompt:
     key: str | None = None
     temperature: float | None = None
     allowed_tools: tuple[str, ...] | None = None
+    copy_spans: tuple[str, ...] | None = None
 
 
 def tool_name(tool: dict[str, Any]) -> str:
@@ -50,11 +55,15 @@ def tool_name(tool: dict[str, Any]) -> str:
 
 
 def offered_tools(prompt: Prompt) -> tuple[dict[str, Any], ...]:
-    """The tools ``prompt``'s reply may call: its ``tools``, narrowed to ``allowed_tools``."""
-    if prompt.allowed_tools is None:
-        return prompt.tools
-    allowed = set(prompt.allowed_tools)
-    return tuple(tool for tool in prompt.tools if tool_name(tool) in allowed)
+    """The tools ``prompt``'s reply may call: ``tools`` narrowed and restricted as it says.
+
+    ``allowed_tools`` narrows which tools; ``copy_spans`` restricts their free arguments.
+    """
+    tools = prompt.tools
+    if prompt.allowed_tools is not None:
+        allowed = set(prompt.allowed_tools)
+        tools = tuple(tool for tool in tools if tool_name(tool) in allowed)
+    return tools if prompt.copy_spans is None else copy_only(tools, prompt.copy_spans)
 
 
 def estimate_tokens(prompt: Prompt) -> int:

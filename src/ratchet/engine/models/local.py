@@ -278,7 +278,9 @@ class LocalModel:
         errors: dict[int, str] = {}
         for index, prompt in enumerate(prompts):
             try:
-                grammar = self._grammar(offered_tools(prompt), sampling.max_tokens)
+                grammar = self._grammar(
+                    offered_tools(prompt), sampling.max_tokens, prompt.copy_spans is None
+                )
                 row = self._tokens(prompt, sampling.max_tokens)
             except (ValueError, TypeError, KeyError) as exc:
                 errors[index] = f"cannot prompt the model: {exc}"
@@ -366,11 +368,19 @@ class LocalModel:
             )
         return completions
 
-    def _grammar(self, tools: Sequence[dict[str, Any]], max_tokens: int) -> str | None:
-        """Return the (cached) grammar for ``tools``, or ``None`` when decoding is free."""
+    def _grammar(
+        self, tools: Sequence[dict[str, Any]], max_tokens: int, cached: bool = True
+    ) -> str | None:
+        """Return the grammar for ``tools``, or ``None`` when decoding is free.
+
+        Grammars are cached unless ``cached`` is false (tools restricted to one conversation's
+        spans, which no other prompt shares).
+        """
         if not self.constrained or not tools:
             return None
         cap = max_tokens if self.bounded else None
+        if not cached:
+            return tool_call_grammar(tools, cap, self.count_text)
         key = (json.dumps(tools, sort_keys=True), cap)
         if key not in self._grammars:
             self._grammars[key] = tool_call_grammar(tools, cap, self.count_text)
