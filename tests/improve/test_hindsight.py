@@ -114,3 +114,21 @@ def test_a_replay_on_its_sources_own_task_is_stored_beside_the_failure(tmp_path)
         store.add_trajectories(run, [unfinished, *result.successes])
         stored = [t for _, t in store.trajectories(run)]
     assert sorted(t.passed for t in stored if t.task.id == task.id) == [False, True]
+
+
+def test_an_episode_cut_off_by_its_budget_is_relabelled_only_with_a_finish():
+    from ratchet.envs.files import env as files
+
+    tasks = [t for t in files.tasks("train", 40, difficulty=1) if t.family == "lookup"]
+    # Asked for a value, it moved the file it should have read, then its turns ran out.
+    moves = [
+        ToolCall("move_file", {"source": path, "destination": "old/"})
+        for path in (t.params["reads"][0]["arguments"]["path"] for t in tasks)
+    ]
+    cut_off = [replay(files, task, [move]) for task, move in zip(tasks, moves, strict=True)]
+    assert not any(t.passed or t.steps[-1].observation.done for t in cut_off)
+    results = [relabel(files, t, AGENT) for t in cut_off]
+    successes = [s for r in results for s in r.successes]
+    assert len(successes) + sum(r.held_out for r in results) == len(tasks) > 0
+    assert successes and all(s.passed for s in successes)
+    assert all(s.steps[-1].call.name == "finish" for s in successes)

@@ -110,9 +110,16 @@ def relabel(env: Env, trajectory: Trajectory, agent: Agent) -> Relabelled:
 
 
 def _views(trajectory: Trajectory) -> list[Trajectory]:
-    """The episode's useful steps, then its prefixes, longest first, ending in ``finish``."""
+    """The episode's useful steps if they end it, then its prefixes ending in ``finish``.
+
+    Prefixes come longest first. An episode its budget cut off is read only through the
+    prefixes: its useful steps alone can pass a verifier that checks state (a file moved),
+    but a success that never calls ``finish`` would teach the agent to leave its episodes
+    unfinished.
+    """
     steps = _useful(trajectory)
-    views = [replace(trajectory, steps=tuple(steps))]
+    ended = bool(steps) and steps[-1].observation.done
+    views = [replace(trajectory, steps=tuple(steps))] if ended else []
     for end in range(len(steps), 0, -1):
         if len(views) > MAX_PREFIXES:
             break
