@@ -59,7 +59,20 @@ def rows(demos: bool) -> list[Row]:
         Row("calc", replace(base, max_difficulty=3, train_tasks=48)),
         Row("grid", replace(longer, env="grid", max_difficulty=2)),
         # move_file and search calls need about 52 tokens: the CPU preset's 48 would cut them.
-        Row("files", replace(longer, env="files", max_difficulty=2, rollout=wider)),
+        # The base opens almost every episode with list_files and repeats it, and invents
+        # move destinations: half the training samples open with a drawn tool instead
+        # (read_value among them) and copy their arguments from the task and tool results.
+        Row(
+            "files",
+            replace(
+                longer,
+                env="files",
+                max_difficulty=2,
+                rollout=wider,
+                explore_first_tool=True,
+                explore_copy_arguments=True,
+            ),
+        ),
         # shop's prompt (policy and 15 tool schemas) is the longest: one round fits the budget.
         # Its calls need up to about 79 tokens (exchange_items) and its emails about 26
         # characters: at 48 the bounds cut emails and answers short (CapTooSmall warnings).
@@ -81,9 +94,13 @@ def command(config: ImproveConfig, out: Path) -> str:
     default = ImproveConfig(env=config.env)
     parts = ["ratchet", "improve", config.env]
     for name, value in _leaves(config).items():
-        if name != "env" and value != _leaves(default)[name]:
-            shown = ",".join(value) if isinstance(value, tuple) else value
-            parts += [f"--{name.replace('_', '-')}", str(shown)]
+        if name == "env" or value == _leaves(default)[name]:
+            continue
+        flag = f"--{name.replace('_', '-')}"
+        if isinstance(value, bool):
+            parts.append(flag if value else f"--no-{flag[2:]}")
+        else:
+            parts += [flag, ",".join(value) if isinstance(value, tuple) else str(value)]
     return " ".join([*parts, "--out", str(out)])
 
 
