@@ -59,9 +59,9 @@ def rows(demos: bool) -> list[Row]:
         Row("calc", replace(base, max_difficulty=3, train_tasks=48)),
         Row("grid", replace(longer, env="grid", max_difficulty=2)),
         # move_file and search calls need about 52 tokens: the CPU preset's 48 would cut them.
-        # The base opens almost every episode with list_files and repeats it, and invents
-        # move destinations: half the training samples open with a drawn tool instead
-        # (read_value among them) and copy their arguments from the task and tool results.
+        # The base never calls read_value (0 of 180 level-1 episodes; a third open with
+        # list_files and repeat it) and invents move destinations: half the training samples
+        # open with a drawn tool instead and copy their arguments from the task and results.
         Row(
             "files",
             replace(
