@@ -286,12 +286,11 @@ def player(
         def policy(prompt: Prompt, turn: int) -> Completion:
             sampling = Sampling(agent.temperature, config.max_reply_tokens, episode_seed + turn)
             prompt = replace(prompt, key=f"{task.id}:{sample}", temperature=own.temperature)
-            callable_tools = [n for n in map(tool_name, prompt.tools) if n and n != FINISH]
-            if turn == 0 and own.first_tool is not None and callable_tools:
+            if turn == 0 and own.first_tool is not None and (callable_tools := _calls(prompt)):
                 forced.append(sorted(callable_tools)[own.first_tool % len(callable_tools)])
                 prompt = replace(prompt, allowed_tools=(forced[0],))
             elif turn < own.min_calls:
-                prompt = replace(prompt, allowed_tools=tuple(callable_tools) or None)
+                prompt = replace(prompt, allowed_tools=_calls(prompt) or None)
             if own.copy_arguments:
                 prompt = replace(prompt, copy_spans=conversation_spans(prompt.messages))
             if batcher is not None:
@@ -323,6 +322,11 @@ def player(
         return replace(played, metadata={**played.metadata, **metadata})
 
     return play
+
+
+def _calls(prompt: Prompt) -> tuple[str, ...]:
+    """The names of the tools ``prompt`` offers, but ``finish``."""
+    return tuple(n for n in map(tool_name, prompt.tools) if n and n != FINISH)
 
 
 def _context(model: Model, config: RolloutConfig) -> Context | None:

@@ -38,11 +38,21 @@ def round_record(
         "relabelled": len(learned.successes),
         "relabels_held_out": learned.held_out,
         "explore_temperatures": _by_temperature(explored),
-        "past_finish": _counts([t for t in explored if t.metadata.get("min_calls")]),
-        "first_tool": _counts([t for t in explored if t.metadata.get("first_tool")]),
-        "copy_arguments": _counts([t for t in explored if t.metadata.get("copy_arguments")]),
+        **{
+            key: _counts([t for t in explored if t.metadata.get(marker)])
+            for key, marker, _ in _CONSTRAINED
+        },
         "decisions": [to_dict(d) for d in decisions],
     }
+
+
+_CONSTRAINED = (
+    ("past_finish", "min_calls", "exploring past finish"),
+    ("first_tool", "first_tool", "opening with a drawn tool"),
+    ("copy_arguments", "copy_arguments", "copying their arguments"),
+)
+"""Each way a training episode is constrained: its round-record key, the episode metadata that
+marks it, and how the log says it."""
 
 
 def _by_temperature(explored: Sequence[Trajectory]) -> dict[str, list[int]]:
@@ -74,15 +84,10 @@ def round_lines(record: dict[str, Any]) -> str:
         opened = record.get("curriculum", {}).get("open_to")
         levels = f"; levels 1-{opened} open" if opened else ""
         lines.append(f"  explored at temperature {temperatures}{levels}")
-    past_passed, past_n = record.get("past_finish", [0, 0])
-    if past_n:
-        lines.append(f"  {past_passed}/{past_n} passed exploring past finish")
-    varied_passed, varied_n = record.get("first_tool", [0, 0])
-    if varied_n:
-        lines.append(f"  {varied_passed}/{varied_n} passed opening with a drawn tool")
-    copied_passed, copied_n = record.get("copy_arguments", [0, 0])
-    if copied_n:
-        lines.append(f"  {copied_passed}/{copied_n} passed copying their arguments")
+    for key, _, doing in _CONSTRAINED:
+        passed, n = record.get(key, [0, 0])
+        if n:
+            lines.append(f"  {passed}/{n} passed {doing}")
     for candidate in record["candidates"]:
         if candidate["version"] is None:
             lines.append(f"  {candidate['lever']}: {candidate['reason']}")
