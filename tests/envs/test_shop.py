@@ -67,18 +67,32 @@ def test_thousands_of_distinct_tasks_per_split():
     assert len({t.instruction for t in tasks}) >= 1990
 
 
-def test_difficulty_is_the_length_of_the_shortest_plan_after_the_lookup():
-    for level in range(1, 6):
+def test_difficulty_is_the_number_of_calls_of_the_shortest_plan_lookup_included():
+    for level in range(1, 7):
         for task in env.tasks("train", 30, difficulty=level):
             plan = env.oracle(task)
             assert plan[0].name.startswith("find_customer") and plan[-1].name == "finish"
-            assert len(plan) - 2 == level
+            assert len(plan) - 1 == level
             assert replay(env, task, plan).passed
 
 
-def test_level_one_is_one_read_or_one_spelled_out_write():
+def test_level_one_asks_for_the_customer_id_the_lookup_shows():
+    for task in env.tasks("test", 30, difficulty=1):
+        assert task.family == "identity" and task.instruction.endswith("What is my customer id?")
+        lookup_call, _ = env.oracle(task)
+        customer = task.params["customer_id"]
+        assert replay(env, task, [lookup_call, finish(f"It is {customer}.")]).passed
+        assert not replay(env, task, [finish(f"It is {customer}.")]).passed  # the lookup first
+        assert not replay(env, task, [lookup_call, finish("done")]).passed
+        other = next(c for c in store(task.params["db_seed"]).customers if c != customer)
+        hedged = f"{customer} or {other}"
+        assert not replay(env, task, [lookup_call, finish(hedged)]).passed
+        assert not replay(env, task, [lookup_call, finish(customer + "1")]).passed
+
+
+def test_level_two_is_one_read_or_one_spelled_out_write():
     kinds = set()
-    for task in env.tasks("test", 60, difficulty=1):
+    for task in env.tasks("test", 60, difficulty=2):
         (_, action, _) = env.oracle(task)
         kinds.add(action.name)
         if "order_id" in action.arguments:
@@ -103,7 +117,7 @@ def test_how_the_customer_identifies_is_wording_not_params():
 def test_every_family_is_drawn():
     families = {t.family for t in env.tasks("train", 400)}
     expected = {"cancel", "address", "modify_items", "return", "exchange", "refund", "info"}
-    assert expected | {"mixed"} == families
+    assert expected | {"mixed", "identity"} == families
 
 
 def test_store_generation_is_deterministic():
@@ -384,7 +398,34 @@ def test_facts_are_found_in_free_wording():
     shown = tools["get_order"](order_id)
     world.close()
     answer = f"It's {shown['status'].upper()} and cost {shown['total']} in all ({order_id})."
-    assert replay(env, task, [env.oracle(task)[0], finish(answer)]).passed
+    assert replay(env, task, [*env.oracle(task)[:-1], finish(answer)]).passed
+
+
+def test_a_fact_counts_only_if_the_session_looked_it_up():
+    # Statuses are few: "delivered" alone, with no call at all, once passed about a third of
+    # the status questions. A fact now counts only if a read of the session showed it.
+    task = info_task()
+    lookup_call, *reads, answer = env.oracle(task)
+    guessed = replay(env, task, [lookup_call, answer])
+    assert not guessed.passed
+    assert "never looked up" in guessed.verdict.feedback
+    assert not replay(env, task, [answer]).passed
+    assert replay(env, task, [lookup_call, *reads, answer]).passed
+    customer = task.params["customer_id"]
+    listed = ToolCall("list_orders", {"customer_id": customer})
+    assert replay(env, task, [lookup_call, listed, answer]).passed  # list_orders shows it too
+
+
+def test_pending_orders_are_looked_up_by_listing_or_reading_every_order():
+    task = next(
+        t for t in env.tasks("test", 300, difficulty=2)
+        if [f["kind"] for f in t.params["facts"]] == ["pending_orders"]
+    )  # fmt: skip
+    lookup_call, _, answer = env.oracle(task)
+    customer = store(task.params["db_seed"]).customers[task.params["customer_id"]]
+    reads = [ToolCall("get_order", {"order_id": o}) for o in customer.order_ids]
+    assert replay(env, task, [lookup_call, *reads, answer]).passed
+    assert not replay(env, task, [lookup_call, *reads[:-1], answer]).passed or len(reads) == 1
 
 
 # --- sessions -------------------------------------------------------------------------------
@@ -425,12 +466,12 @@ def test_fresh_copy_is_private():
 
 def test_describe_names_what_oracle_trajectories_did():
     described = 0
-    for task in env.tasks("train", 40):
+    for task in env.tasks("train", 48):
         trajectory = replay(env, task, env.oracle(task))
         relabelled = describe_task(env, trajectory)
         assert relabelled is not None, task.instruction
         if not task.params["writes"]:
-            assert relabelled.family == "info"
+            assert relabelled.family == task.family
             assert (
                 relabelled.params["facts"] == task.params["facts"][-1:]
                 or relabelled.params["facts"] == task.params["facts"]
@@ -570,7 +611,7 @@ def prefix_views(trajectory: Trajectory) -> list[list[ToolCall]]:
 
 def returns_with_an_item_kept() -> tuple[Task, ToolCall, str]:
     """A return task whose order holds an item the customer keeps, and that item's id."""
-    for task in env.tasks("train", 200, difficulty=2):
+    for task in env.tasks("train", 200, difficulty=3):
         if task.family != "return":
             continue
         write = next(c for c in env.oracle(task) if c.name == "return_items")
@@ -597,9 +638,11 @@ def test_a_failed_episode_is_relabelled_to_the_questions_and_writes_its_prefixes
     assert not failed.passed and not any(s.failed for s in failed.steps)
     views = prefix_views(failed)
     described = [describe_task(env, replay(env, task, view)) for view in views]
-    assert described[0] is None  # confirming identity alone achieves nothing
+    identity = described[0]  # confirming identity found out the customer's id
+    assert identity is not None and identity.family == "identity" and identity.difficulty == 1
+    assert identity.params["customer_id"] == order.customer_id
     question = described[1]
-    assert question is not None and question.family == "info" and question.difficulty == 1
+    assert question is not None and question.family == "info" and question.difficulty == 2
     # The order's view also lists item prices, so the answer hedges on the total: only the
     # status is stated alone.
     assert question.params["facts"] == [{"kind": "status", "order_id": other}]
@@ -607,7 +650,7 @@ def test_a_failed_episode_is_relabelled_to_the_questions_and_writes_its_prefixes
     returned = described[2]
     assert returned is not None and returned.family == "return"
     assert returned.params["writes"] == [{"name": "return_items", "arguments": wrong}]
-    for found, view in zip(described[1:], views[1:], strict=True):
+    for found, view in zip(described, views, strict=True):
         assert replay(env, found, view).passed
 
 
@@ -623,6 +666,7 @@ def test_an_episode_that_found_nothing_out_is_not_relabelled():
     ]
     trajectory = replay(env, task, calls)
     assert describe_task(env, trajectory) is None
-    assert all(
-        describe_task(env, replay(env, task, view)) is None for view in prefix_views(trajectory)
-    )
+    # The one thing it found out is who the stranger is; nothing about the order.
+    described = [describe_task(env, replay(env, task, v)) for v in prefix_views(trajectory)]
+    assert [d.family if d else None for d in described] == ["identity"]
+    assert described[0].params["customer_id"] == stranger.id

@@ -49,7 +49,7 @@ env: SimpleEnv[World] = SimpleEnv(
     oracle=_solve,
     policy=POLICY,
     max_difficulty=MAX_DIFFICULTY,
-    version="3",
+    version="4",
     teardown=World.close,
     describe=relabel,
 )

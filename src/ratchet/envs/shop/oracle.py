@@ -3,9 +3,10 @@
 The gold *writes* define the expected state; the oracle wraps them in the reads an agent cannot
 do without: the order, for item ids or the payment method that paid it; the product, for
 variant ids; the customer, for any other payment method; and after the writes, one read per
-question asked. A write whose arguments the request spells out (cancel a named order, ship it
-to a given address, change the default address) needs no read. Reads change nothing, so the
-verifier replays only the lookup and the writes. :func:`difficulty_of` counts this plan.
+question asked (none for the customer's id, which the lookup shows). A write whose arguments
+the request spells out (cancel a named order, ship it to a given address, change the default
+address) needs no read. Reads change nothing, so the verifier replays only the lookup and the
+writes. :func:`difficulty_of` counts this plan.
 """
 
 from __future__ import annotations
@@ -39,14 +40,14 @@ def plan(params: dict[str, Any]) -> list[ToolCall]:
     asked: list[ToolCall] = []
     for fact in params["facts"]:
         read = _read_for_fact(params, fact)
-        if read not in asked:
+        if read is not None and read not in asked:
             asked.append(read)
     return calls + asked
 
 
 def difficulty_of(params: dict[str, Any]) -> int:
-    """Return how many actions the request takes after the identity lookup."""
-    return len(plan(params))
+    """Return how many tool calls the request takes before ``finish``, the lookup included."""
+    return 1 + len(plan(params))
 
 
 def _reads_for(shop: Store, params: dict[str, Any], write: ToolCall) -> list[ToolCall]:
@@ -66,7 +67,9 @@ def _reads_for(shop: Store, params: dict[str, Any], write: ToolCall) -> list[Too
     return reads
 
 
-def _read_for_fact(params: dict[str, Any], fact: dict[str, str]) -> ToolCall:
+def _read_for_fact(params: dict[str, Any], fact: dict[str, str]) -> ToolCall | None:
+    if fact["kind"] == "customer_id":
+        return None
     if fact["kind"] in ("status", "total"):
         return ToolCall("get_order", {"order_id": fact["order_id"]})
     if fact["kind"] == "balance":

@@ -1,7 +1,9 @@
 """The shop's read tools: looking a customer up (which confirms identity) and showing records.
 
 Reading is never a violation: an unconfirmed customer's records are refused with a plain error
-that says how to confirm the identity first.
+that says how to confirm the identity first. Each read records what it showed in the world
+(:meth:`World.show`): the customer's id, an order (its status and total), a gift card's
+balance, a customer's list of orders.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ def read_tools(world: World) -> list[Callable[..., Any]]:
         if customer is None:
             raise ToolError(f"no customer with that {how}")
         world.confirmed.add(customer["id"])
+        world.show("customer_id", customer["id"])
         return f"Identity confirmed: customer_id {customer['id']}"
 
     def find_customer_by_email(email: Email) -> str:
@@ -75,6 +78,8 @@ def read_tools(world: World) -> list[Callable[..., Any]]:
             "SELECT * FROM payment_methods WHERE customer_id = ? ORDER BY kind, id", customer_id
         )
         orders = world.rows("SELECT id FROM orders WHERE customer_id = ? ORDER BY id", customer_id)
+        for method in methods:
+            world.show("balance", method["id"])
         return {
             "customer_id": customer_id,
             "name": f"{row['first_name']} {row['last_name']}",
@@ -93,6 +98,7 @@ def read_tools(world: World) -> list[Callable[..., Any]]:
         readable(customer_id)
         orders = world.rows("SELECT id FROM orders WHERE customer_id = ? ORDER BY id", customer_id)
         listed = [get_order(o["id"]) for o in orders]
+        world.show("orders", customer_id)
         return [{k: o[k] for k in ("order_id", "status", "total")} for o in listed]
 
     def get_order(order_id: OrderId) -> dict[str, Any]:
@@ -110,6 +116,7 @@ def read_tools(world: World) -> list[Callable[..., Any]]:
             order["id"],
         )
         total = sum(i["price_cents"] for i in items) + order["shipping_cents"]
+        world.show("order", order["id"])
         shown: dict[str, Any] = {
             "order_id": order["id"],
             "customer_id": order["customer_id"],

@@ -7,7 +7,8 @@ always asks for a change the null policy does not already satisfy.
 
 A trajectory that changed nothing but looked something up for a confirmed customer and stated
 it in its final answer is named by the question that answer answers: the status and/or total
-of the order it read, the balance of the gift card it saw, or which orders are pending.
+of the order it read, the balance of the gift card it saw, which orders are pending, or (for
+a lookup alone) the customer's id.
 """
 
 from __future__ import annotations
@@ -73,25 +74,32 @@ def _spec(params: dict[str, Any]) -> TaskSpec | None:
 
 
 def _question(db_seed: int, trajectory: Trajectory) -> TaskSpec | None:
-    """The question the final answer answers, about the last thing looked up that it states."""
+    """The question the final answer answers, about the last thing looked up that it states.
+
+    A lookup shows the customer's id, so an episode that only found the customer and said so
+    answered "What is my customer id?".
+    """
     confirmed, answer = None, None
-    reads: list[list[dict[str, str]]] = []
+    shop = store(db_seed)
+    reads: list[tuple[str, list[Fact]]] = []
     for step in trajectory.steps:
         call = step.call
         if call is None or step.failed:
             continue
         if call.name.startswith("find_customer"):
             confirmed = step.observation.text.rpartition(" ")[2]
+            if confirmed in shop.customers:
+                reads.append((confirmed, [{"kind": "customer_id", "customer_id": confirmed}]))
         elif call.name == FINISH:
             answer = str(call.arguments.get("answer", ""))
         elif confirmed is not None:
-            reads.append(_facts_shown(store(db_seed), confirmed, call.name, call.arguments))
-    if confirmed is None or not answer:
+            reads.append((confirmed, _facts_shown(shop, confirmed, call.name, call.arguments)))
+    if not answer:
         return None
-    own = set(store(db_seed).customers[confirmed].order_ids)
-    for facts in reversed(reads):
-        params = {"db_seed": db_seed, "customer_id": confirmed, "writes": [], "facts": facts}
+    for customer, facts in reversed(reads):
+        params = {"db_seed": db_seed, "customer_id": customer, "writes": [], "facts": facts}
         values = expected(params).facts if facts else ()
+        own = set(shop.customers[customer].order_ids)
         stated = [f for f, v in zip(facts, values, strict=True) if not unstated(answer, (v,), own)]
         if stated:
             return _spec({**params, "facts": stated})

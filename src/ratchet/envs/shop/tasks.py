@@ -6,10 +6,11 @@ wording, drawn for the instruction only. Sub-requests are writes and at most one
 depend on an earlier one (ship an order to the new default address; the gift card balance
 after refunds).
 
-**Difficulty is the number of actions the shortest plan takes after the identity lookup**
-(:func:`~ratchet.envs.shop.oracle.difficulty_of`): reading an order to answer its status is 1,
-cancelling a named order is 1, a return that needs the order's item ids is 2, an exchange that
-also needs the product's variants is 3 or more.
+**Difficulty is the number of tool calls the shortest plan makes, the identity lookup
+included** (:func:`~ratchet.envs.shop.oracle.difficulty_of`): telling the customer their
+customer id is 1 (the lookup shows it), reading an order to answer its status or cancelling a
+named order is 2, a return that needs the order's item ids is 3, an exchange that also needs
+the product's variants is 4 or more.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ from ratchet.envs.shop.wording import Identify, render
 Write = dict[str, Any]
 Fact = dict[str, str]
 
-MAX_DIFFICULTY = 5
+MAX_DIFFICULTY = 6
 _MAX_DRAWS = 2000
 _ASK_LAST = 0.35
+IDENTITY = "identity"
 FAMILIES = {
     "cancel_order": "cancel",
     "modify_order_address": "address",
@@ -74,7 +76,10 @@ class _Plan:
 
 
 def sample(rng: random.Random, difficulty: int) -> TaskSpec:
-    """Draw one request whose shortest plan takes ``difficulty`` actions after the lookup.
+    """Draw one request whose shortest plan makes ``difficulty`` tool calls, lookup included.
+
+    Difficulty 1 asks for the customer's id, which the identity lookup itself shows: the
+    rung a model climbs first (find the customer, say what the lookup said).
 
     Raises:
         ValueError: If ``difficulty`` is outside ``1..MAX_DIFFICULTY``.
@@ -86,7 +91,9 @@ def sample(rng: random.Random, difficulty: int) -> TaskSpec:
         shop = store(rng.randrange(DB_SEEDS))
         customer = shop.customers[rng.choice(sorted(shop.customers))]
         plan = _Plan(shop, customer)
-        if not _fill(rng, plan, rng.randint(1, difficulty)):
+        if difficulty == 1:
+            plan.facts.append({"kind": "customer_id", "customer_id": customer.id})
+        elif not _fill(rng, plan, rng.randint(1, difficulty - 1)):
             continue
         params = {
             "db_seed": shop.seed,
@@ -101,10 +108,11 @@ def sample(rng: random.Random, difficulty: int) -> TaskSpec:
 
 
 def family_of(params: dict[str, Any]) -> str:
-    """Name a request's family: its one kind of write, ``info``, or ``mixed``."""
+    """Name a request's family: its one kind of write, ``info``, ``identity`` or ``mixed``."""
     kinds = {FAMILIES[w["name"]] for w in params["writes"]}
     if not kinds:
-        return "info"
+        asked = {fact["kind"] for fact in params["facts"]}
+        return IDENTITY if asked == {"customer_id"} else "info"
     return kinds.pop() if len(kinds) == 1 else "mixed"
 
 

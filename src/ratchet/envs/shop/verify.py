@@ -2,7 +2,9 @@
 
 The final database must hash the same as the database the gold calls produce; the answer must
 state every fact the customer asked for (computed on the gold database, so a balance asked for
-"after all that" includes the refunds); and no policy violation may have been attempted.
+"after all that" includes the refunds), each one the session's reads showed (a status guessed
+without reading the order does not count, however lucky); and no policy violation may have
+been attempted.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ FEEDBACK_ROWS = 8
 _AMOUNT = re.compile(r"(?<![\w#.,])\$?(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\d,]|\.\d)")
 _ORDER_ID = re.compile(r"#?\bW(\d+)\b", re.IGNORECASE)
 _STATUS = re.compile(r"\b(" + "|".join(STATUSES) + r"|canceled)\b", re.IGNORECASE)
+# Customer ids look like ``rosa_haddad_8262``; any digit run counts, so a padded id is another id.
+_CUSTOMER_ID = re.compile(r"\b[a-z]+_[a-z]+_\d+\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -38,11 +42,13 @@ class FactValue:
     """A fact the customer asked for, with its value in the gold final state.
 
     Attributes:
-        kind: ``status``, ``total``, ``balance`` or ``pending_orders``.
+        kind: ``customer_id``, ``status``, ``total``, ``balance`` or ``pending_orders``.
         what: What was asked, for feedback (never the value).
         value: The value as the oracle states it.
         cents: The amount, for ``total`` and ``balance``.
         ids: The orders the fact is about: the pending ones, or the order of a status or total.
+        shown_by: The reads that show it: alternatives, each the :meth:`World.show` keys
+            (``"order:#W1234567"``) that together show the fact.
     """
 
     kind: str
@@ -50,6 +56,11 @@ class FactValue:
     value: str
     cents: int = 0
     ids: tuple[str, ...] = ()
+    shown_by: tuple[tuple[str, ...], ...] = ()
+
+    def looked_up(self, world: World) -> bool:
+        """Whether the session playing ``world`` read this fact (one alternative in full)."""
+        return any(all(key in world.shown for key in keys) for keys in self.shown_by)
 
 
 @dataclass(frozen=True)
@@ -119,12 +130,20 @@ def _facts(world: World, facts: list[dict[str, str]]) -> tuple[FactValue, ...]:
     values = []
     for fact in facts:
         kind = fact["kind"]
-        if kind in ("status", "total"):
+        shown: tuple[tuple[str, ...], ...]
+        if kind == "customer_id":
+            shown = ((f"customer_id:{fact['customer_id']}",),)
+            values.append(FactValue(kind, "your customer id", fact["customer_id"], shown_by=shown))
+        elif kind in ("status", "total"):
             order = world.one("SELECT * FROM orders WHERE id = ?", fact["order_id"])
             assert order is not None
+            # get_order shows one order; list_orders shows every order's status and total.
+            shown = ((f"order:{order['id']}",), (f"orders:{order['customer_id']}",))
             if kind == "status":
                 what = f"the status of order {order['id']}"
-                values.append(FactValue(kind, what, order["status"], ids=(order["id"],)))
+                values.append(
+                    FactValue(kind, what, order["status"], ids=(order["id"],), shown_by=shown)
+                )
             else:
                 items = world.one(
                     "SELECT COALESCE(SUM(price_cents), 0) AS c FROM order_items WHERE order_id = ?",
@@ -133,21 +152,30 @@ def _facts(world: World, facts: list[dict[str, str]]) -> tuple[FactValue, ...]:
                 assert items is not None
                 cents = items["c"] + order["shipping_cents"]
                 what = f"the total of order {order['id']}"
-                values.append(FactValue(kind, what, money(cents), cents, (order["id"],)))
+                values.append(
+                    FactValue(kind, what, money(cents), cents, (order["id"],), shown_by=shown)
+                )
         elif kind == "balance":
             method = world.one(
                 "SELECT balance_cents FROM payment_methods WHERE id = ?", fact["payment_method_id"]
             )
             assert method is not None
             cents = method["balance_cents"]
-            values.append(FactValue(kind, "the gift card balance", money(cents), cents=cents))
-        else:
-            rows = world.rows(
-                "SELECT id FROM orders WHERE customer_id = ? AND status = 'pending' ORDER BY id",
-                fact["customer_id"],
+            shown = ((f"balance:{fact['payment_method_id']}",),)
+            values.append(
+                FactValue(kind, "the gift card balance", money(cents), cents=cents, shown_by=shown)
             )
-            ids = tuple(r["id"] for r in rows)
-            values.append(FactValue(kind, "which orders are pending", ", ".join(ids), ids=ids))
+        else:
+            customer = fact["customer_id"]
+            every = world.rows(
+                "SELECT id, status FROM orders WHERE customer_id = ? ORDER BY id", customer
+            )
+            ids = tuple(r["id"] for r in every if r["status"] == "pending")
+            # list_orders shows every status at once; so does reading each order in turn.
+            shown = ((f"orders:{customer}",), tuple(f"order:{r['id']}" for r in every))
+            values.append(
+                FactValue(kind, "which orders are pending", ", ".join(ids), ids=ids, shown_by=shown)
+            )
     return tuple(values)
 
 
@@ -158,12 +186,14 @@ def unstated(answer: str, facts: tuple[FactValue, ...], written: set[str]) -> li
     names no status that was not asked for, an amount only if it names no other amount. When
     the facts are about orders, naming an order id that none of them is about counts against
     every fact; the orders the request changed (``written``) may be named too, except in an
-    answer that lists pending orders. So an answer that lists candidates ("$195.70, $196.70 or
-    $197.70") states nothing. Amounts may be written with or without ``$``, thousands
+    answer that lists pending orders. A customer id counts only if it is the one customer id
+    the answer names. So an answer that lists candidates ("$195.70, $196.70 or $197.70") states
+    nothing. Amounts may be written with or without ``$``, thousands
     separators or trailing zeros ("196.7" states $196.70).
     """
     amounts = {_cents(whole, fraction) for whole, fraction in _AMOUNT.findall(answer)}
     statuses = {s.lower().replace("canceled", "cancelled") for s in _STATUS.findall(answer)}
+    customers = {c.lower() for c in _CUSTOMER_ID.findall(answer)}
     mentioned = {f"#W{digits}" for digits in _ORDER_ID.findall(answer)}
     wanted_statuses = {f.value for f in facts if f.kind == "status"}
     wanted_amounts = {f.cents for f in facts if f.kind in ("total", "balance")}
@@ -172,7 +202,9 @@ def unstated(answer: str, facts: tuple[FactValue, ...], written: set[str]) -> li
     stray_orders = bool(about) and not mentioned <= about | (set() if lists_pending else written)
     missing = []
     for fact in facts:
-        if fact.kind == "status":
+        if fact.kind == "customer_id":
+            stated = customers == {fact.value}
+        elif fact.kind == "status":
             stated = fact.value in statuses and statuses <= wanted_statuses
         elif fact.kind == "pending_orders":
             stated = set(fact.ids) <= mentioned
@@ -216,6 +248,12 @@ def judge(params: dict[str, Any], world: World, answer: str | None) -> Verdict:
             missing = unstated(text, gold.facts, written)
             if missing:
                 problems.append("the final answer does not state " + ", ".join(missing))
+            unread = [
+                f.what for f in gold.facts if not f.looked_up(world) and f.what not in missing
+            ]
+            if unread:
+                missing += unread
+                problems.append("the session never looked up " + ", ".join(unread))
     metrics = {
         "violations": float(len(world.violations)),
         "differing_rows": float(len(differing)),

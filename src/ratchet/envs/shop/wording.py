@@ -123,7 +123,9 @@ def _pay_phrase(shop: Store, order: Order, payment_id: str) -> str:
 def _questions(facts: list[Fact], after_writes: bool) -> list[str]:
     asked = []
     for index, fact in enumerate(facts):
-        if fact["kind"] == "status":
+        if fact["kind"] == "customer_id":
+            asked.append("What is my customer id")
+        elif fact["kind"] == "status":
             asked.append(f"What is the status of my order {fact['order_id']}")
         elif fact["kind"] == "total":
             same = index and facts[index - 1].get("order_id") == fact["order_id"]

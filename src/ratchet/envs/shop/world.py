@@ -1,9 +1,9 @@
 """One session's shop: its private database and what the written policy needs to remember.
 
-A :class:`World` records which customers have confirmed their identity and every violation
-attempted. Tools refuse an action the policy forbids with a ``ToolError`` that starts with
-``"Policy violation:"`` (:meth:`World.refuse`) and the world keeps it, so the verifier can fail
-the episode even if the agent later recovers.
+A :class:`World` records which customers have confirmed their identity, which records its
+reads have shown, and every violation attempted. Tools refuse an action the policy forbids
+with a ``ToolError`` that starts with ``"Policy violation:"`` (:meth:`World.refuse`) and the
+world keeps it, so the verifier can fail the episode even if the agent later recovers.
 """
 
 from __future__ import annotations
@@ -26,12 +26,15 @@ class World:
         db_seed: Which base store this copies.
         conn: The session's own in-memory database.
         confirmed: Customers whose identity has been confirmed.
+        shown: What the session's reads have shown (:meth:`show`), so the verifier credits an
+            answer only with facts the agent looked up, never with a lucky guess.
         violations: Every policy violation attempted, in order.
     """
 
     db_seed: int
     conn: sqlite3.Connection
     confirmed: set[str] = field(default_factory=set)
+    shown: set[str] = field(default_factory=set)
     violations: list[str] = field(default_factory=list)
 
     @classmethod
@@ -42,6 +45,14 @@ class World:
     def close(self) -> None:
         """Release the database."""
         self.conn.close()
+
+    def show(self, kind: str, key: str) -> None:
+        """Record that a read showed ``kind`` of ``key`` (``"order"``, ``"#W1234567"``)."""
+        self.shown.add(f"{kind}:{key}")
+
+    def has_shown(self, kind: str, key: str) -> bool:
+        """Whether a read of this session showed ``kind`` of ``key``."""
+        return f"{kind}:{key}" in self.shown
 
     def refuse(self, rule: str) -> ToolError:
         """Record a policy violation and return the error that reports it to the agent."""
