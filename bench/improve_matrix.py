@@ -73,10 +73,16 @@ def rows(demos: bool) -> list[Row]:
                 explore_copy_arguments=True,
             ),
         ),
-        # shop's prompt (policy and 15 tool schemas) is the longest: one round fits the budget.
         # Its calls need up to about 79 tokens (exchange_items) and its emails about 26
         # characters: at 48 the bounds cut emails and answers short (CapTooSmall warnings).
-        Row("shop", replace(longer, env="shop", max_difficulty=2, rounds=1, rollout=roomy)),
+        # The base invents emails (none of 165 free calls found a customer): half the
+        # training samples copy their arguments from the request and the tools' results.
+        Row(
+            "shop",
+            replace(
+                longer, env="shop", max_difficulty=2, rollout=roomy, explore_copy_arguments=True
+            ),
+        ),
         # A level-1 solution (a def line and a return line) is about 50 characters of code:
         # at 48 tokens the bound left write_solution 28, so no solution could be written.
         Row("code", replace(longer, env="code", max_difficulty=2, rollout=roomy)),

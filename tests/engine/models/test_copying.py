@@ -52,11 +52,13 @@ def test_spans_are_the_words_phrases_and_values_of_the_task_and_tool_results():
     assert len(conversation_spans(many)) == MAX_SPANS
 
 
-def test_copy_only_restricts_free_arguments_at_every_depth_and_keeps_enums():
+def test_copy_only_restricts_free_arguments_at_every_depth_and_narrows_enums_to_mentions():
     (tool,) = copy_only([LOOKUP], ["a@b.c", "7", "x y"])
     properties = tool["function"]["parameters"]["properties"]
     assert properties["email"]["enum"] == ["a@b.c", "7", "x y"]
-    assert properties["kind"]["enum"] == ["a", "b"]
+    assert properties["kind"]["enum"] == ["a", "b"]  # neither mentioned: the whole enum
+    (narrowed,) = copy_only([LOOKUP], ["b", "7"])
+    assert narrowed["function"]["parameters"]["properties"]["kind"]["enum"] == ["b"]
     assert properties["limit"]["enum"] == [7]
     assert properties["ids"]["items"]["enum"] == ["a@b.c", "7", "x y"]
     assert properties["address"]["properties"]["zip"]["enum"] == ["a@b.c", "7", "x y"]

@@ -67,9 +67,11 @@ def _spans(text: str) -> list[str]:
 def copy_only(tools: Sequence[dict[str, Any]], spans: Sequence[str]) -> tuple[dict[str, Any], ...]:
     """``tools`` with every free string and number argument restricted to ``spans``.
 
-    A property that already has an ``enum`` or ``const`` keeps it; strings may be any span,
-    integers and numbers any span that reads as one. Nested objects and arrays are restricted
-    item by item. A property with no span of its type is left free.
+    A property with an ``enum`` of its own keeps only the values the conversation mentions,
+    if it mentions any (a name among every name a customer can have: the one in the request),
+    else the whole enum; a ``const`` stays. Strings may be any span, integers and numbers any
+    span that reads as one. Nested objects and arrays are restricted item by item. A property
+    with no span of its type is left free.
     """
     strings = list(spans)
     numbers = [number for span in spans if (number := _number(span)) is not None]
@@ -84,7 +86,11 @@ def copy_only(tools: Sequence[dict[str, Any]], spans: Sequence[str]) -> tuple[di
 
 
 def _restrict(schema: dict[str, Any], strings: list[str], numbers: list[int | float]) -> None:
-    if "enum" in schema or "const" in schema:
+    if "const" in schema:
+        return
+    if isinstance(schema.get("enum"), list):
+        mentioned = [value for value in schema["enum"] if _mentioned(value, strings, numbers)]
+        schema["enum"] = mentioned or schema["enum"]
         return
     kind = schema.get("type")
     if kind == "object":
@@ -101,6 +107,14 @@ def _restrict(schema: dict[str, Any], strings: list[str], numbers: list[int | fl
             schema["enum"] = whole
     elif kind == "number" and numbers:
         schema["enum"] = numbers
+
+
+def _mentioned(value: object, strings: list[str], numbers: list[int | float]) -> bool:
+    if isinstance(value, str):
+        return value in strings
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return any(value == n and not isinstance(n, bool) for n in numbers)
+    return False
 
 
 def _number(span: str) -> int | float | None:
