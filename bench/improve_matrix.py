@@ -10,7 +10,9 @@ improvement run on the CPU, with settings chosen to fit about 25 minutes on 2 co
     python bench/improve_matrix.py --demos              # also the rows with the demos lever
 
 Runs go to ``runs/matrix/<row>``; a row whose run already finished is read, not rerun, so the
-matrix can be built up over several sessions (``--fresh`` reruns).
+matrix can be built up over several sessions (``--fresh`` reruns). A row with no run here is
+carried over from ``docs/results.json`` if it was measured with the same command on the same
+env version; each row names the commit it was measured at.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import subprocess
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -137,8 +140,33 @@ def run(row: Row, out: Path, fresh: bool) -> dict[str, Any]:
             log=lambda line: print(f"[{row.name}] {line}", flush=True),
         )
         print(f"[{row.name}] {(time.perf_counter() - started) / 60:.1f} min", flush=True)
+        (directory / "commit").write_text(_commit())
     summary = json.loads(summary_file.read_text())
     return record(row, summary, directory)
+
+
+def _commit() -> str:
+    """The checkout's commit, with ``-dirty`` if ``src/`` has uncommitted changes."""
+    root = DOCS.parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout
+
+    dirty = "-dirty" if git("status", "--porcelain", "src").strip() else ""
+    return git("rev-parse", "--short", "HEAD").strip() + dirty
+
+
+def carried_over(row: Row, out: Path) -> dict[str, Any] | None:
+    """``row``'s record in docs/results.json, if measured with today's command and env version."""
+    path = DOCS / "results.json"
+    if not path.exists():
+        return None
+    wanted = command(row.config, out / row.name)
+    version = make_env(row.env).version
+    for old in json.loads(path.read_text())["rows"]:
+        if old.get("command") == wanted and old.get("env_version") == version:
+            return dict(old)
+    return None
 
 
 def record(row: Row, summary: dict[str, Any], directory: Path) -> dict[str, Any]:
@@ -157,8 +185,11 @@ def record(row: Row, summary: dict[str, Any], directory: Path) -> dict[str, Any]
         point["minutes"] = round(elapsed, 1)
         tested = summary.get("tested", {}).get(point["version"])
         point["test"] = tested["pass@1"] if tested else None
+    commit_file = directory / "commit"
     return {
         "env": row.env,
+        "env_version": make_env(row.env).version,
+        "commit": commit_file.read_text().strip() if commit_file.exists() else None,
         "levers": list(row.config.levers),
         "privileged": "demos" in row.config.levers,
         "max_difficulty": row.config.max_difficulty,
@@ -196,8 +227,8 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
         "the curriculum has open; the test covers every level of the row, evenly.",
         "",
         "| env | levels | levers | base | final | gain | per level | error reduction | "
-        "separated | minutes | tokens | accepted |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "separated | minutes | tokens | accepted | commit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
         levers = ",".join(r["levers"]) + (" (privileged)" if r["privileged"] else "")
@@ -205,7 +236,7 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
             f"| {r['env']} | 1-{r['max_difficulty']} | {levers} | {_rate(r['base'])} | "
             f"{_rate(r['final'])} | {r['gain']:+.2f} | {_levels(r)} | {r['error_reduction']:.0%} | "
             f"{'yes' if r['separated'] else 'no'} | {r['minutes']:.0f} | {r['tokens']:,} | "
-            f"{', '.join(r['accepted_levers']) or 'none'} |"
+            f"{', '.join(r['accepted_levers']) or 'none'} | {r.get('commit') or '?'} |"
         )
     ran = {(r["env"], bool(r["privileged"])) for r in records}
     missing = sorted(row.env for row in rows(demos=False) if (row.env, False) not in ran)
@@ -284,8 +315,12 @@ def main() -> None:
     for row in chosen:
         run(row, args.out, args.fresh)
     # The docs show every row that has finished, not only the ones run this time.
-    finished = [r for r in rows(demos=True) if (args.out / r.name / "summary.json").exists()]
-    records = [run(row, args.out, fresh=False) for row in finished]
+    records = []
+    for row in rows(demos=True):
+        if (args.out / row.name / "summary.json").exists():
+            records.append(run(row, args.out, fresh=False))
+        elif (old := carried_over(row, args.out)) is not None:
+            records.append(old)
     for r in records:
         print(
             f"{r['env']:6} {'demos ' if r['privileged'] else ''}base {r['base']['pass@1']:.2f} "
