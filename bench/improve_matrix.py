@@ -59,7 +59,13 @@ def rows(demos: bool) -> list[Row]:
     wider = replace(base.rollout, max_reply_tokens=64)
     roomy = replace(base.rollout, max_reply_tokens=96)
     chosen = [
-        Row("calc", replace(base, max_difficulty=3, train_tasks=48)),
+        # Level 2 needs the second call to take the first's result: the base picks another
+        # operand (0 of 98 level-2 training episodes passed without this). Copying restricts
+        # operands to the numbers of the task and of the results so far.
+        Row(
+            "calc",
+            replace(base, max_difficulty=3, train_tasks=48, explore_copy_arguments=True),
+        ),
         Row("grid", replace(longer, env="grid", max_difficulty=2)),
         # move_file and search calls need about 52 tokens: the CPU preset's 48 would cut them.
         # The base never calls read_value (0 of 180 level-1 episodes; a third open with

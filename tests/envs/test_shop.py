@@ -670,3 +670,23 @@ def test_an_episode_that_found_nothing_out_is_not_relabelled():
     described = [describe_task(env, replay(env, task, v)) for v in prefix_views(trajectory)]
     assert [d.family if d else None for d in described] == ["identity"]
     assert described[0].params["customer_id"] == stranger.id
+
+
+def test_a_relabelled_request_identifies_the_customer_the_way_the_episode_did():
+    customer, order = order_with("pending")
+    by_name = ToolCall(
+        "find_customer_by_name_zip",
+        {
+            "first_name": customer.first_name,
+            "last_name": customer.last_name,
+            "zip_code": customer.address.zip,
+        },
+    )
+    task = task_for([], customer=customer.id)
+    for calls in ([by_name], [by_name, cancel(order)]):
+        trajectory = replay(env, task, [*calls, finish(f"It is {customer.id}.")])
+        spec = describe_task(env, trajectory)
+        assert spec is not None and f"zip code {customer.address.zip}" in spec.instruction
+        assert customer.email not in spec.instruction
+    trajectory = replay(env, task, [lookup(customer), finish(f"It is {customer.id}.")])
+    assert customer.email in describe_task(env, trajectory).instruction

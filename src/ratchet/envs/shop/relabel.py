@@ -1,9 +1,10 @@
 """Hindsight relabelling for the shop: name the request that a trajectory fulfilled.
 
 The writes that succeeded become the gold writes of a new request for the customer they were
-made for, worded exactly as sampled requests are. Address changes are netted (only the last
-one per order or customer counts, and none if it restores the original), so a relabelled task
-always asks for a change the null policy does not already satisfy.
+made for, worded exactly as sampled requests are, the customer identifying themselves the way
+the trajectory looked them up (by email, or by name and zip code). Address changes are netted
+(only the last one per order or customer counts, and none if it restores the original), so a
+relabelled task always asks for a change the null policy does not already satisfy.
 
 A trajectory that changed nothing but looked something up for a confirmed customer and stated
 it in its final answer is named by the question that answer answers: the status and/or total
@@ -25,7 +26,7 @@ from ratchet.envs.shop.tasks import MAX_DIFFICULTY, family_of
 from ratchet.envs.shop.tools import WRITE_TOOLS
 from ratchet.envs.shop.values import normalise_address, order_key
 from ratchet.envs.shop.verify import expected, unstated
-from ratchet.envs.shop.wording import Fact, render
+from ratchet.envs.shop.wording import Fact, Identify, render
 from ratchet.envs.shop.world import VIOLATION
 
 if TYPE_CHECKING:
@@ -60,13 +61,24 @@ def relabel(trajectory: Trajectory) -> TaskSpec | None:
     owners = {_owner(shop, w) for w in writes}
     if len(owners) != 1:
         return None
-    params = {"db_seed": db_seed, "customer_id": owners.pop(), "writes": writes, "facts": []}
-    return _spec(params)
+    owner = owners.pop()
+    params = {"db_seed": db_seed, "customer_id": owner, "writes": writes, "facts": []}
+    return _spec(params, _identified(trajectory, owner))
 
 
-def _spec(params: dict[str, Any]) -> TaskSpec | None:
+def _identified(trajectory: Trajectory, customer: str) -> Identify:
+    """How the trajectory confirmed ``customer``: by email, or by name and zip code."""
+    for step in trajectory.steps:
+        call = step.call
+        confirmed = not step.failed and step.observation.text.endswith(f" {customer}")
+        if call is not None and call.name.startswith("find_customer") and confirmed:
+            return "name_zip" if call.name == "find_customer_by_name_zip" else "email"
+    return "email"
+
+
+def _spec(params: dict[str, Any], identify: Identify) -> TaskSpec | None:
     try:
-        text = render(params)
+        text = render(params, identify)
     except (ValueError, KeyError):
         return None
     level = min(difficulty_of(params), MAX_DIFFICULTY)
@@ -102,7 +114,7 @@ def _question(db_seed: int, trajectory: Trajectory) -> TaskSpec | None:
         own = set(shop.customers[customer].order_ids)
         stated = [f for f, v in zip(facts, values, strict=True) if not unstated(answer, (v,), own)]
         if stated:
-            return _spec({**params, "facts": stated})
+            return _spec({**params, "facts": stated}, _identified(trajectory, customer))
     return None
 
 
