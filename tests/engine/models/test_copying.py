@@ -47,6 +47,8 @@ def test_spans_are_the_words_phrases_and_values_of_the_task_and_tool_results():
     ):
         assert expected in spans
     assert "tools" not in spans  # the system prompt is instructions, not data
+    short = ({"role": "tool", "content": "Identity confirmed: customer_id ana_li_1234"},)
+    assert "Identity confirmed: customer_id ana_li_1234" in conversation_spans(short)
     assert len(spans) == len(set(spans))
     many = ({"role": "user", "content": " ".join(f"w{i}" for i in range(2 * MAX_SPANS))},)
     assert len(conversation_spans(many)) == MAX_SPANS

@@ -31,6 +31,8 @@ def conversation_spans(messages: Sequence[dict[str, Any]]) -> tuple[str, ...]:
     are instructions, not data), in order of appearance, at most :data:`MAX_SPANS`. A word
     loses surrounding punctuation (``(fatima.ahmed57@example.com)`` gives the address); one
     starting with ``#`` is offered with and without it (order ``#W123`` is ``W123`` to a tool).
+    A short message is a span as a whole too (``Identity confirmed: customer_id ana_li_1234``,
+    which an agent may well report as it stands).
     """
     found: dict[str, None] = {}
     for message in messages:
@@ -46,11 +48,11 @@ def conversation_spans(messages: Sequence[dict[str, Any]]) -> tuple[str, ...]:
 def _spans(text: str) -> list[str]:
     """The spans of one message's text.
 
-    Words, quoted values, phrases (text between commas, brackets and sentence ends), and each
-    phrase's tails from a word that starts with a digit or a capital ("ship it to 608 Station
-    Rd Apt 13" gives "608 Station Rd Apt 13").
+    The whole text, words, quoted values, phrases (text between commas, brackets and sentence
+    ends), and each phrase's tails from a word that starts with a digit or a capital ("ship it
+    to 608 Station Rd Apt 13" gives "608 Station Rd Apt 13"); the caller drops long ones.
     """
-    words = [word.strip(_EDGES) for word in text.split()]
+    words = [text.strip(), *(word.strip(_EDGES) for word in text.split())]
     words += [word[1:] for word in words if word.startswith("#")]
     phrases = [part.strip().strip(_EDGES) for part in _PHRASE_BREAKS.split(text)]
     tails = []
