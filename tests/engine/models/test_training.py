@@ -1,6 +1,12 @@
 from collections import Counter
+from typing import Any
 
-from ratchet.engine.models.training import balanced_weights
+from ratchet.engine.models.training import (
+    SHARED_MIN,
+    balanced_weights,
+    shared_prefix,
+    summed_logp_parts,
+)
 
 
 def _share(patterns: list[str], weights: list[float], chosen: str) -> float:
@@ -31,3 +37,53 @@ def test_examples_of_one_pattern_weigh_the_same() -> None:
         by_pattern.setdefault(pattern, set()).add(weight)
     assert all(len(values) == 1 for values in by_pattern.values())
     assert Counter(patterns)["a,c,finish"] * by_pattern["a,c,finish"].pop() == 1.5
+
+
+def test_the_shared_prefix_stops_before_the_first_masked_token() -> None:
+    batch = [([1, 2, 3, 4, 5, 6], [0, 0, 0, 0, 1, 1]), ([1, 2, 3, 4, 9], [0, 0, 0, 1, 1])]
+    assert shared_prefix(batch) == 2  # token 3 of the second sequence is predicted from 2
+    assert shared_prefix([([1, 2, 3], [0, 1, 1]), ([7, 2, 3], [0, 1, 1])]) == 0
+
+
+def _tiny_model() -> Any:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=50,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
+    return LlamaForCausalLM(config).float()
+
+
+def _gradients(model: Any, parts: Any) -> tuple[float, Any]:
+    import torch
+
+    model.zero_grad()
+    total = 0.0
+    for part in parts:
+        part.backward()
+        total += float(part.detach())
+    return total, torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+
+def test_reading_the_shared_prefix_once_gives_the_same_loss_and_gradient() -> None:
+    import torch
+
+    model = _tiny_model()
+    prefix = [3, 14, 15, 9, 26, 5] * 12  # 72 tokens, above SHARED_MIN
+    batch = [
+        ([*prefix, 35, 8, 9, 7, 9], [0] * 72 + [0, 1, 1, 1, 1]),
+        ([*prefix, 32, 38, 4, 6], [0] * 72 + [0, 0, 1, 1]),
+        ([*prefix, 2, 6, 43], [0] * 72 + [0, 1, 1]),
+    ]
+    assert shared_prefix(batch) >= SHARED_MIN
+    shared = _gradients(model, summed_logp_parts(model, batch, -0.5))
+    apart = _gradients(model, (p for seq in batch for p in summed_logp_parts(model, [seq], -0.5)))
+    assert abs(shared[0] - apart[0]) < 1e-5
+    assert torch.allclose(shared[1], apart[1], atol=1e-6)

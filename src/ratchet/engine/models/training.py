@@ -25,10 +25,21 @@ from rich.progress import Progress
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.models.base import LoraSettings, Preference, Scored, TrainResult
 from ratchet.engine.models.lora import Example, lora_model, optimise, to_example
-from ratchet.engine.models.policy import DPO, GRPO, Objective, token_logps
+from ratchet.engine.models.policy import DPO, GRPO, Objective, Sequence_, token_logps
 from ratchet.engine.models.render import Render, render_prompt
 
-__all__ = ["Example", "LocalTrainer", "balanced_weights", "to_example", "train_lora"]
+__all__ = [
+    "Example",
+    "LocalTrainer",
+    "balanced_weights",
+    "shared_prefix",
+    "summed_logp_parts",
+    "to_example",
+    "train_lora",
+]
+
+SHARED_MIN = 64
+"""The shortest prefix shared by a batch's sequences that training reads once for all."""
 
 
 class LocalTrainer:
@@ -176,10 +187,73 @@ def train_lora(
         # 20 GB and the kernel killed the run. The parts sum to the batch's mean token loss.
         batch = rng.choices(examples, weights=weights, k=settings.batch_size)
         predicted = sum(sum(e.assistant_masks[1:]) for e in batch)
-        for e in batch:
-            [logps] = token_logps(trainable, [(e.input_ids, e.assistant_masks)], pad_id)
-            yield -logps.sum() / predicted
+        sequences = [(e.input_ids, e.assistant_masks) for e in batch]
+        yield from summed_logp_parts(trainable, sequences, -1.0 / predicted, pad_id)
 
     losses = optimise(trainable, loss, settings, progress, "training")
     trainable.save_pretrained(str(out))
     return losses
+
+
+def shared_prefix(batch: Sequence[Sequence_]) -> int:
+    """How many leading tokens every sequence of ``batch`` shares before its first masked one.
+
+    The token at that length is masked in no sequence, so no prediction of a masked token
+    needs the prefix's last hidden state.
+    """
+    shortest = min(min(len(ids), mask.index(1) if 1 in mask else len(mask)) for ids, mask in batch)
+    first = batch[0][0]
+    length = next(
+        (i for i in range(shortest) if any(ids[i] != first[i] for ids, _ in batch)), shortest
+    )
+    return max(0, length - 1)
+
+
+def summed_logp_parts(
+    model: Any, batch: Sequence[Sequence_], scale: float, pad_id: int = 0
+) -> Iterator[Any]:
+    """Parts that sum to ``scale`` times the masked tokens' summed log-probabilities.
+
+    Each part is meant to be backpropagated as it comes (see ``optimise``). The episodes of an
+    env share a prefix: the system message and as much of the tool list as every world has in
+    common (tools whose arguments are closed to a world's own values differ from world to
+    world). When every sequence shares at least :data:`SHARED_MIN` tokens, that prefix is read
+    once: each sequence reads on from a copy of its keys and values, which collect the
+    gradient, and the last part carries that gradient back through the prefix, once.
+    Measured on oracle episodes of the embedded model (``bench/prefix_training.py``, batches
+    of four): calc x1.37 faster a step (60% of the tokens shared), shop x1.19 (35%), files
+    x1.09, grid x1.05; gradients equal up to bf16 rounding (cosine above 0.9997).
+    """
+    import torch
+    from transformers import DynamicCache
+
+    length = shared_prefix(batch) if len(batch) > 1 else 0
+    if length < SHARED_MIN:
+        for ids, mask in batch:
+            [logps] = token_logps(model, [(ids, mask)], pad_id)
+            yield scale * logps.sum()
+        return
+    causal = model.get_base_model() if hasattr(model, "get_base_model") else model
+    decoder, config = causal.get_decoder(), causal.config
+    cache = DynamicCache(config=config)
+    decoder(input_ids=torch.tensor([batch[0][0][:length]]), cache=cache, use_cache=True)
+    layers: list[Any] = list(cache.layers)
+    read: list[Any] = [tensor for layer in layers for tensor in (layer.keys, layer.values)]
+    leaves = [tensor.detach().requires_grad_() for tensor in read]
+    pairs = list(zip(leaves[::2], leaves[1::2], strict=True))
+    for ids, mask in batch:
+        own = DynamicCache(ddp_cache_data=pairs, config=config)
+        rest = torch.tensor([ids[length:]])
+        hidden = decoder(input_ids=rest, cache=own, use_cache=True).last_hidden_state
+        targets = torch.tensor(mask[length + 1 :]).bool()
+        logits = causal.get_output_embeddings()(hidden[0, :-1][targets]).float()
+        picked = torch.log_softmax(logits, dim=-1).gather(1, rest[0, 1:][targets].unsqueeze(1))
+        yield scale * picked.sum()
+    # The gradient the sequences left on the prefix's keys and values, carried back through
+    # the prefix: a part whose gradient is exactly that and whose value is zero.
+    products = [
+        (t * leaf.grad).sum() for t, leaf in zip(read, leaves, strict=True) if leaf.grad is not None
+    ]
+    if products:
+        carried = torch.stack(products).sum()
+        yield carried - carried.detach()
