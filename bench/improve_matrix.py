@@ -29,6 +29,7 @@ from typing import Any
 from ratchet import ImproveConfig, cached_backends, improve, make_env
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
+GOAL = 0.30  # the gain in test pass@1 that each row aims for (stated on the page)
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,20 @@ def rows(demos: bool) -> list[Row]:
             "calc",
             replace(base, max_difficulty=3, train_tasks=48, explore_copy_arguments=True),
         ),
-        Row("grid", replace(longer, env="grid", max_difficulty=2)),
+        # The base hardly moves: 3 move calls in 23 level-1 "go" training episodes (2 of them
+        # through doors that are not there), against 52 looks. Half the training samples open
+        # with a drawn tool instead and copy their arguments from the task (which names the
+        # door) and the results.
+        Row(
+            "grid",
+            replace(
+                longer,
+                env="grid",
+                max_difficulty=2,
+                explore_first_tool=True,
+                explore_copy_arguments=True,
+            ),
+        ),
         # move_file and search calls need about 52 tokens: the CPU preset's 48 would cut them.
         # The base never calls read_value (0 of 180 level-1 episodes; a third open with
         # list_files and repeat it) and invents move destinations: half the training samples
@@ -239,15 +253,16 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
         "the curriculum has open; the test covers every level of the row, evenly.",
         "",
         "| env | levels | levers | base | final | gain | per level | error reduction | "
-        "separated | minutes | tokens | accepted | commit |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "separated | goal | minutes | tokens | accepted | commit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
         levers = ",".join(r["levers"]) + (" (privileged)" if r["privileged"] else "")
         lines.append(
             f"| {r['env']} | 1-{r['max_difficulty']} | {levers} | {_rate(r['base'])} | "
             f"{_rate(r['final'])} | {r['gain']:+.2f} | {_levels(r)} | {r['error_reduction']:.0%} | "
-            f"{'yes' if r['separated'] else 'no'} | {r['minutes']:.0f} | {r['tokens']:,} | "
+            f"{'yes' if r['separated'] else 'no'} | {_goal(r)} | {r['minutes']:.0f} | "
+            f"{r['tokens']:,} | "
             f"{', '.join(r['accepted_levers']) or 'none'} | {r.get('commit') or '?'} |"
         )
     ran = {(r["env"], bool(r["privileged"])) for r in records}
@@ -276,6 +291,16 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
     ]
     lines += [f"- {r['env']}: `{r['command']}`" for r in records]
     (DOCS / "results.md").write_text("\n".join(lines) + "\n")
+
+
+def _goal(record: dict[str, Any]) -> str:
+    """Whether a row meets the goal (+30 points, separated intervals), or by how much it misses."""
+    if record["privileged"]:
+        return "n/a (privileged)"
+    short = GOAL - record["gain"]
+    if short > 1e-9:
+        return f"missed by {100 * short:.0f} points"
+    return "met" if record["separated"] else "missed: intervals overlap"
 
 
 def _rate(metrics: dict[str, Any]) -> str:
