@@ -248,7 +248,8 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
         "Produced by `python bench/improve_matrix.py` on 2 CPU cores (no GPU), with the "
         "embedded SmolLM2-135M-Instruct. Each row is one `ratchet improve` run; the numbers are "
         "test pass@1 on held-out tasks no decision saw, with 95% Wilson intervals. The goal "
-        "for each multi-step env is a gate-accepted final at least 30 points above the base, "
+        f"for each multi-step env is a gate-accepted final at least {100 * GOAL:.0f} points "
+        "above the base, "
         "with the interval's lower end above the base's upper end. The gate probes the levels "
         "the curriculum has open; the test covers every level of the row, evenly.",
         "",
@@ -294,7 +295,7 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
 
 
 def _goal(record: dict[str, Any]) -> str:
-    """Whether a row meets the goal (+30 points, separated intervals), or by how much it misses."""
+    """Whether a row meets the goal (``GOAL`` and separated intervals), or by how much it misses."""
     if record["privileged"]:
         return "n/a (privileged)"
     short = GOAL - record["gain"]
