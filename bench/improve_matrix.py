@@ -8,11 +8,14 @@ improvement run on the CPU, with settings chosen to fit about 25 minutes on 2 co
     python bench/improve_matrix.py                      # every env, self-improvement only
     python bench/improve_matrix.py --envs calc grid     # some envs
     python bench/improve_matrix.py --demos              # also the rows with the demos lever
+    python bench/improve_matrix.py --envs grid --seeds 1 2   # the grid row again, other seeds
 
-Runs go to ``runs/matrix/<row>``; a row whose run already finished is read, not rerun, so the
-matrix can be built up over several sessions (``--fresh`` reruns). A row with no run here is
-carried over from ``docs/results.json`` if it was measured with the same command on the same
-env version; each row names the commit it was measured at.
+Runs go to ``runs/matrix/<row>`` (``<row>-seed<n>`` for seeds other than 0, each drawing its
+own training, probe and test tasks); a row run over several seeds also gets a line in a table
+of gains over seeds. A row whose run already finished is read, not rerun, so the matrix can be
+built up over several sessions (``--fresh`` reruns). A row with no run here is carried over
+from ``docs/results.json`` if it was measured with the same command on the same env version;
+each row names the commit it was measured at.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ import dataclasses
 import json
 import subprocess
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ratchet import ImproveConfig, cached_backends, improve, make_env
+from ratchet.core.stats import wilson
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 GOAL = 0.30  # the gain in test pass@1 that each row aims for (stated on the page)
@@ -43,17 +48,19 @@ class Row:
     @property
     def name(self) -> str:
         demos = "-demos" if "demos" in self.config.levers else ""
-        return f"{self.env}{demos}"
+        seed = f"-seed{self.config.seed}" if self.config.seed else ""
+        return f"{self.env}{demos}{seed}"
 
 
-def rows(demos: bool) -> list[Row]:
+def rows(demos: bool, seeds: Iterable[int] = (0,)) -> list[Row]:
     """The matrix's rows: each env at its lower levels, with a budget of about 25 minutes.
 
     Every row runs ``rft`` alone, which gains most per minute (docs/improve.md, levers
     compared; on calc 1-3, ``exemplars``, ``pairs`` and ``grpo`` added no accepted candidate
     after round 1, see its Measured section). calc's episodes are short, so its row affords
     four rounds; the other envs' prompts are 2-4x longer (file listings, policies, 15 tool
-    schemas), so their rows run two rounds on fewer tasks.
+    schemas), so their rows run two rounds on fewer tasks. Each seed repeats every row with
+    that master seed.
     """
     base = ImproveConfig(env="calc", levers=("rft",), rounds=4, probe_tasks=32)
     longer = replace(base, rounds=2, train_tasks=24, probe_tasks=24)
@@ -121,7 +128,7 @@ def rows(demos: bool) -> list[Row]:
             Row(r.env, replace(r.config, levers=("demos", *r.config.levers)), "privileged")
             for r in chosen
         ]
-    return chosen
+    return [replace(r, config=replace(r.config, seed=seed)) for seed in seeds for r in chosen]
 
 
 def command(config: ImproveConfig, out: Path) -> str:
@@ -217,6 +224,7 @@ def record(row: Row, summary: dict[str, Any], directory: Path) -> dict[str, Any]
         "env_version": make_env(row.env).version,
         "commit": commit_file.read_text().strip() if commit_file.exists() else None,
         "levers": list(row.config.levers),
+        "seed": row.config.seed,
         "privileged": "demos" in row.config.levers,
         "max_difficulty": row.config.max_difficulty,
         "base": {"pass@1": base["pass@1"], "ci95": base["ci95"], "n": base["n"]},
@@ -253,19 +261,20 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
         "with the interval's lower end above the base's upper end. The gate probes the levels "
         "the curriculum has open; the test covers every level of the row, evenly.",
         "",
-        "| env | levels | levers | base | final | gain | per level | error reduction | "
+        "| env | levels | levers | seed | base | final | gain | per level | error reduction | "
         "separated | goal | minutes | tokens | accepted | commit |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in records:
-        levers = ",".join(r["levers"]) + (" (privileged)" if r["privileged"] else "")
         lines.append(
-            f"| {r['env']} | 1-{r['max_difficulty']} | {levers} | {_rate(r['base'])} | "
+            f"| {r['env']} | 1-{r['max_difficulty']} | {_levers(r)} | {r.get('seed', 0)} | "
+            f"{_rate(r['base'])} | "
             f"{_rate(r['final'])} | {r['gain']:+.2f} | {_levels(r)} | {r['error_reduction']:.0%} | "
             f"{'yes' if r['separated'] else 'no'} | {_goal(r)} | {r['minutes']:.0f} | "
             f"{r['tokens']:,} | "
             f"{', '.join(r['accepted_levers']) or 'none'} | {r.get('commit') or '?'} |"
         )
+    lines += _over_seeds(records)
     ran = {(r["env"], bool(r["privileged"])) for r in records}
     missing = sorted(row.env for row in rows(demos=False) if (row.env, False) not in ran)
     missing_demos = sorted(row.env for row in rows(demos=False) if (row.env, True) not in ran)
@@ -292,6 +301,59 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
     ]
     lines += [f"- {r['env']}: `{r['command']}`" for r in records]
     (DOCS / "results.md").write_text("\n".join(lines) + "\n")
+
+
+def _over_seeds(records: list[dict[str, Any]]) -> list[str]:
+    """A table of each row run over several seeds: its gains, their mean and range, pooled rates.
+
+    Each seed draws its own test tasks, so pooling them gives an interval over every test
+    task of every seed; the range of the gains shows how much one run varies from another.
+    """
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["env"], _levers(r)), []).append(r)
+    several = {key: group for key, group in groups.items() if len(group) > 1}
+    if not several:
+        return []
+    lines = [
+        "",
+        "Over seeds (each seed draws its own training, probe and test tasks; pooled rates are "
+        "over every seed's test tasks, with 95% Wilson intervals):",
+        "",
+        "| env | levers | seeds | gain per seed | mean gain | pooled base | pooled final | "
+        "goal met |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (env, levers), group in several.items():
+        group = sorted(group, key=lambda r: r.get("seed", 0))
+        gains = [r["gain"] for r in group]
+        met = sum(_goal(r) == "met" for r in group)
+        lines.append(
+            f"| {env} | {levers} | {', '.join(str(r.get('seed', 0)) for r in group)} | "
+            f"{', '.join(f'{g:+.2f}' for g in gains)} | {sum(gains) / len(gains):+.2f} | "
+            f"{_pooled(group, 'base')} | {_pooled(group, 'final')} | "
+            f"{'n/a' if group[0]['privileged'] else f'{met} of {len(group)}'} |"
+        )
+    return lines
+
+
+def _pooled(group: list[dict[str, Any]], side: str) -> str:
+    """Pass@1 of ``side`` (base or final) over the test tasks of every run in ``group``."""
+    passes = sum(round(r[side]["pass@1"] * r[side]["n"]) for r in group)
+    n = sum(r[side]["n"] for r in group)
+    interval = wilson(passes, n)
+    return f"{passes / n:.2f} ({interval.low:.2f}-{interval.high:.2f})"
+
+
+def _label(record: dict[str, Any]) -> str:
+    """A row's name in the figure: its env, ``+ demos`` if privileged, its seed if not 0."""
+    demos = " + demos" if record["privileged"] else ""
+    seed = f" (seed {record['seed']})" if record.get("seed") else ""
+    return f"{record['env']}{demos}{seed}"
+
+
+def _levers(record: dict[str, Any]) -> str:
+    return ",".join(record["levers"]) + (" (privileged)" if record["privileged"] else "")
 
 
 def _goal(record: dict[str, Any]) -> str:
@@ -329,9 +391,7 @@ def _curves(records: list[dict[str, Any]]) -> Path:
         points += [(p["minutes"], p["test"]) for p in r["curve"] if p["test"] is not None]
         xs, ys = zip(*points, strict=True)
         style = "--" if r["privileged"] else "-"
-        axes.plot(
-            xs, ys, style, marker="o", label=r["env"] + (" + demos" if r["privileged"] else "")
-        )
+        axes.plot(xs, ys, style, marker="o", label=_label(r))
     axes.set_xlabel("minutes of improvement (2 CPU cores)")
     axes.set_ylabel("test pass@1")
     axes.set_ylim(0, 1)
@@ -342,26 +402,36 @@ def _curves(records: list[dict[str, Any]]) -> Path:
     return path
 
 
+def _seeds_measured(out: Path) -> list[int]:
+    """Every seed with a run under ``out`` or a row in docs/results.json (always 0)."""
+    seeds = {0} | {int(p.name.rsplit("-seed", 1)[1]) for p in out.glob("*-seed*")}
+    path = DOCS / "results.json"
+    if path.exists():
+        seeds |= {int(r.get("seed", 0)) for r in json.loads(path.read_text())["rows"]}
+    return sorted(seeds)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--envs", nargs="+", default=None)
     parser.add_argument("--demos", action="store_true", help="also the rows with demos")
     parser.add_argument("--out", type=Path, default=Path("runs/matrix"))
     parser.add_argument("--fresh", action="store_true", help="rerun finished rows")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="master seeds to run")
     args = parser.parse_args()
-    chosen = [r for r in rows(args.demos) if args.envs is None or r.env in args.envs]
+    chosen = [r for r in rows(args.demos, args.seeds) if args.envs is None or r.env in args.envs]
     for row in chosen:
         run(row, args.out, args.fresh)
     # The docs show every row that has finished, not only the ones run this time.
     records = []
-    for row in rows(demos=True):
+    for row in rows(demos=True, seeds=_seeds_measured(args.out)):
         if (args.out / row.name / "summary.json").exists():
             records.append(run(row, args.out, fresh=False))
         elif (old := carried_over(row, args.out)) is not None:
             records.append(old)
     for r in records:
         print(
-            f"{r['env']:6} {'demos ' if r['privileged'] else ''}base {r['base']['pass@1']:.2f} "
+            f"{_label(r):22} base {r['base']['pass@1']:.2f} "
             f"final {r['final']['pass@1']:.2f} gain {r['gain']:+.2f} "
             f"({r['minutes']:.0f} min, separated: {r['separated']})"
         )
