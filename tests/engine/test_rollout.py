@@ -52,6 +52,20 @@ def test_model_driven_rollout_batches_concurrent_episodes_and_keeps_order():
     assert max(model.batches) == 4 and sum(model.batches) == sum(len(t.steps) for t in result)
 
 
+def test_an_episode_samples_alike_whatever_batch_it_shares():
+    def guess(prompt, rng):
+        return json.dumps({"name": "finish", "arguments": {"answer": str(rng.randrange(10**6))}})
+
+    def answers(concurrency):
+        model = BatchedFake(reply=guess)
+        played = rollout(env, TASKS, Agent(model="fake"), model, RolloutConfig(concurrency))
+        assert max(model.batches) == min(concurrency, 4)
+        return [t.steps[0].call.arguments["answer"] for t in played]
+
+    alone = answers(1)
+    assert answers(4) == alone and len(set(alone)) == len(TASKS)
+
+
 def test_remote_style_models_are_called_per_episode():
     model = FakeModel(reply=oracle_reply)
     result = rollout(env, TASKS, Agent(model="fake"), model, RolloutConfig(concurrency=4))

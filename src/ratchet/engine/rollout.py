@@ -284,8 +284,13 @@ def player(
         forced: list[str] = []
 
         def policy(prompt: Prompt, turn: int) -> Completion:
-            sampling = Sampling(agent.temperature, config.max_reply_tokens, episode_seed + turn)
-            prompt = replace(prompt, key=f"{task.id}:{sample}", temperature=own.temperature)
+            # The seed travels with the prompt too: the batcher merges this request with
+            # others, and the batch's own seed would make the sample depend on its company.
+            turn_seed = episode_seed + turn
+            sampling = Sampling(agent.temperature, config.max_reply_tokens, turn_seed)
+            prompt = replace(
+                prompt, key=f"{task.id}:{sample}", temperature=own.temperature, seed=turn_seed
+            )
             if turn == 0 and own.first_tool is not None and (callable_tools := _calls(prompt)):
                 forced.append(sorted(callable_tools)[own.first_tool % len(callable_tools)])
                 prompt = replace(prompt, allowed_tools=(forced[0],))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Request
@@ -135,7 +135,8 @@ def chat(
         request.max_tokens or request.max_completion_tokens or server.config.max_tokens,
         request.seed,
     )
-    prompt = server.memory.prompt(conversation, tools)
+    # The request's seed rides on the prompt: the server batches it with other requests.
+    prompt = replace(server.memory.prompt(conversation, tools), seed=request.seed)
     completion = _complete(server.models, served, prompt, sampling)
     message, finish = reply_message(completion, _call(completion, tools))
     server.recorder.record(

@@ -208,6 +208,18 @@ def test_seeded_sampling_repeats_and_batches_are_split(model: Any) -> None:
 
 @pytest.mark.model
 @pytest.mark.slow
+def test_a_seeded_prompt_samples_alike_in_any_batch(model: Any) -> None:
+    prompts, _ = calc_prompts(4, seed=9)
+    seeded = [replace(p, seed=100 + i) for i, p in enumerate(prompts)]
+    sampling = Sampling(temperature=1.0, max_tokens=48, seed=1)
+    alone = [model.complete([p], sampling)[0].text for p in seeded]
+    together = [c.text for c in model.complete(seeded[::-1], sampling)][::-1]
+    assert together == alone
+    assert len(set(alone)) > 1
+
+
+@pytest.mark.model
+@pytest.mark.slow
 def test_multi_turn_conversations_with_tool_results_stay_valid(model: Any) -> None:
     prompts, tools = calc_prompts(2, seed=2)
     call = ToolCall("add", {"a": 2, "b": 3}, id="c1")
@@ -265,16 +277,32 @@ def test_gguf_conversion_is_cached_and_adapters_load(
     assert not torch.equal(base_weight, dict(adapted.named_parameters())[name])
 
 
-def test_row_temperatures_scale_each_row_and_keep_greedy_rows_greedy() -> None:
+def test_row_sampler_draws_each_row_from_its_own_seed_and_temperature() -> None:
     import torch
 
-    from ratchet.engine.models.local import RowTemperatures
+    from ratchet.engine.models.local import RowSampler
 
-    scores = torch.tensor([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [1.0, float("-inf"), 0.5]])
-    scaled = RowTemperatures([0.5, 2.0, 0.0])(torch.zeros(3, 1, dtype=torch.long), scores)
-    assert scaled[0].tolist() == [2.0, 4.0, 6.0]
-    assert scaled[1].tolist() == [0.5, 1.0, 1.5]
-    assert scaled[2].tolist() == [0.0, float("-inf"), float("-inf")]  # only the best survives
+    ids = torch.zeros(3, 1, dtype=torch.long)
+    scores = torch.tensor(
+        [[1.0, 2.0, 3.0, 2.5], [0.0, 0.0, 0.0, 0.0], [1.0, float("-inf"), 0.5, 0.2]]
+    )
+
+    def draws(sampler, rows):
+        picked = []
+        for _ in range(40):
+            out = sampler(ids[: len(rows)], rows)
+            assert (torch.isfinite(out).sum(dim=1) == 1).all()  # exactly one token survives
+            picked.append(out.argmax(dim=1).tolist())
+        return picked
+
+    alone = [p[0] for p in draws(RowSampler([(1.0, 11)]), scores[1:2])]
+    beside = [p[1] for p in draws(RowSampler([(1.0, 5), (1.0, 11)]), scores[:2])]
+    assert beside == alone and len(set(alone)) > 1  # the row's draws ignore its neighbour
+    greedy = draws(RowSampler([(0.0, 3), (1.0, 4), (1.0, 4)]), scores)
+    assert {p[0] for p in greedy} == {2}  # temperature 0: the best token
+    assert all(p[2] != 1 for p in greedy)  # a masked token is never drawn
+    cold = draws(RowSampler([(0.05, 1), (1.0, 1), (1.0, 1)]), scores)
+    assert {p[0] for p in cold} == {2}  # a low temperature sharpens towards the best
 
 
 @pytest.mark.model

@@ -37,6 +37,9 @@ class Prompt:
         copy_spans: Values the reply's free string and number arguments must be copied from
             (spans of the conversation, see :mod:`.copying`; ``None``: free). Enforced like
             ``allowed_tools``.
+        seed: This reply's own sampling seed, overriding the batch's (``Sampling.seed`` plus
+            the prompt's position), so the reply samples alike in whatever batch it lands;
+            ``None``: the batch's.
     """
 
     messages: tuple[dict[str, Any], ...]
@@ -45,6 +48,7 @@ class Prompt:
     temperature: float | None = None
     allowed_tools: tuple[str, ...] | None = None
     copy_spans: tuple[str, ...] | None = None
+    seed: int | None = None
 
 
 def tool_name(tool: dict[str, Any]) -> str:
@@ -84,12 +88,23 @@ class Sampling:
     Attributes:
         temperature: 0 means greedy.
         max_tokens: Cap on generated tokens per reply.
-        seed: Base seed for reproducible sampling where the backend supports it.
+        seed: Base seed for reproducible sampling where the backend supports it: prompt
+            ``i`` of a batch samples with ``seed + i`` unless it carries its own
+            :attr:`Prompt.seed`.
     """
 
     temperature: float = 0.7
     max_tokens: int = 256
     seed: int | None = None
+
+
+def row_seeds(prompts: Sequence[Prompt], sampling: Sampling) -> list[int | None]:
+    """The sampling seed of each prompt of a batch: its own, else ``sampling.seed`` + position."""
+    seeds: list[int | None] = []
+    for index, prompt in enumerate(prompts):
+        shared = None if sampling.seed is None else sampling.seed + index
+        seeds.append(shared if prompt.seed is None else prompt.seed)
+    return seeds
 
 
 @dataclass(frozen=True)

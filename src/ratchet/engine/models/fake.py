@@ -41,8 +41,9 @@ class FakeModel:
     def complete(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
         """Return the next scripted reply for each prompt.
 
-        ``reply`` gets a random generator seeded by the model's seed, the sampling seed and the
-        prompt, so an episode's replies do not depend on what other episodes run beside it.
+        ``reply`` gets a random generator seeded by the model's seed, the prompt's seed (else
+        the sampling seed) and the prompt, so an episode's replies do not depend on what other
+        episodes run beside it.
         """
         completions = []
         for prompt in prompts:
@@ -52,7 +53,8 @@ class FakeModel:
                 text = self.script[calls % len(self.script)]
             else:
                 fingerprint = json.dumps(prompt.messages, sort_keys=True, default=str)
-                rng = random.Random(f"{self.seed}:{sampling.seed}:{fingerprint}")
+                own = sampling.seed if prompt.seed is None else prompt.seed
+                rng = random.Random(f"{self.seed}:{own}:{fingerprint}")
                 text = self.reply(prompt, rng)
             tokens = _count(prompt)
             if (

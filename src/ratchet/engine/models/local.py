@@ -30,7 +30,14 @@ import torch
 import transformers
 
 import ratchet.engine.models.kvcache as kvcache
-from ratchet.engine.models.base import Completion, ModelError, Prompt, Sampling, offered_tools
+from ratchet.engine.models.base import (
+    Completion,
+    ModelError,
+    Prompt,
+    Sampling,
+    offered_tools,
+    row_seeds,
+)
 from ratchet.engine.models.constrain import ToolCallConstraint, tool_call_grammar
 from ratchet.engine.models.render import render_prompt
 
@@ -246,7 +253,9 @@ class LocalModel:
     def complete(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
         """Return one completion per prompt, generating ``max_batch_size`` prompts at a time.
 
-        With ``sampling.seed`` set, the same prompts in the same batches give the same replies.
+        A prompt samples with its own seed (:func:`row_seeds`) from its own random stream, so
+        a seeded prompt gets the same reply whatever batch it is in (up to the float rounding
+        that other rows' padding brings).
         A prompt whose tools cannot be enforced gets a completion with ``error`` set.
 
         Raises:
@@ -257,14 +266,14 @@ class LocalModel:
         if sampling.max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {sampling.max_tokens}")
         completions: list[Completion] = []
+        seeds = row_seeds(prompts, sampling)
         for start in range(0, len(prompts), self.max_batch_size):
-            chunk = prompts[start : start + self.max_batch_size]
-            seed = None if sampling.seed is None else sampling.seed + start
-            completions.extend(self._complete_batch(chunk, sampling, seed))
+            end = start + self.max_batch_size
+            completions.extend(self._complete_batch(prompts[start:end], sampling, seeds[start:end]))
         return completions
 
     def _complete_batch(
-        self, prompts: Sequence[Prompt], sampling: Sampling, seed: int | None
+        self, prompts: Sequence[Prompt], sampling: Sampling, seeds: Sequence[int | None]
     ) -> list[Completion]:
         """Generate one batch.
 
@@ -274,7 +283,7 @@ class LocalModel:
         kept: list[int] = []
         rows: list[list[int]] = []
         grammars: list[str | None] = []
-        temperatures: list[float] = []
+        draws: list[tuple[float, int | None]] = []
         errors: dict[int, str] = {}
         for index, prompt in enumerate(prompts):
             try:
@@ -289,10 +298,8 @@ class LocalModel:
             rows.append(row)
             grammars.append(grammar)
             own = prompt.temperature
-            temperatures.append(sampling.temperature if own is None else max(0.0, own))
-        generated = dict(
-            zip(kept, self._generate(rows, grammars, temperatures, sampling, seed), strict=True)
-        )
+            draws.append((sampling.temperature if own is None else max(0.0, own), seeds[index]))
+        generated = dict(zip(kept, self._generate(rows, grammars, draws, sampling), strict=True))
         return [generated.get(i) or Completion("", error=errors[i]) for i in range(len(prompts))]
 
     def _tokens(self, prompt: Prompt, max_tokens: int) -> list[int]:
@@ -310,11 +317,10 @@ class LocalModel:
         self,
         rows: list[list[int]],
         grammars: list[str | None],
-        temperatures: list[float],
+        draws: list[tuple[float, int | None]],
         sampling: Sampling,
-        seed: int | None,
     ) -> list[Completion]:
-        """Run one batched ``generate()`` after ``rows``; a grammar and temperature each."""
+        """Run one batched ``generate()`` after ``rows``; a grammar, temperature and seed each."""
         if not rows:
             return []
         started = time.perf_counter()
@@ -328,13 +334,9 @@ class LocalModel:
         if any(grammar is not None for grammar in grammars):
             tokenizer, executor = self._llguidance()
             processors.append(ToolCallConstraint(tokenizer, grammars, executor))
-        options = _sampling_options(temperatures[0])
-        if len(set(temperatures)) > 1:
-            # After the grammar's mask, so a greedy row picks the best allowed token.
-            processors.append(RowTemperatures(temperatures))
-            options = _sampling_options(1.0)
-        if seed is not None:
-            torch.manual_seed(seed)
+        if any(temperature > 0 for temperature, _ in draws):
+            # After the grammar's mask, so each row draws among its allowed tokens only.
+            processors.append(RowSampler(draws))
         with torch.inference_mode():
             output = self.model.generate(
                 **inputs,
@@ -343,7 +345,7 @@ class LocalModel:
                 logits_processor=transformers.LogitsProcessorList(processors),
                 pad_token_id=self.tokenizer.pad_token_id,
                 eos_token_id=self._eos_id,
-                **options,
+                do_sample=False,  # RowSampler has drawn: the one token it left is the best
             )
         if reuse is not None and batch is not None:
             reuse.remember(batch, output, self._eos_id)
@@ -408,32 +410,39 @@ def _left_padded(rows: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
     return {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask)}
 
 
-class RowTemperatures:
-    """A logits processor that samples each batch row at its own temperature (0: greedy).
+class RowSampler:
+    """A logits processor that draws each batch row's next token at its own temperature and seed.
 
-    Used with ``do_sample=True`` at temperature 1, after any masking processor.
+    ``generate()`` samples a whole batch from one random stream, so a row's draw would depend
+    on which rows share its batch and in what order. This draws per row instead: one uniform
+    number from a generator seeded by the row's seed (the global stream if it has none),
+    mapped through the row's cumulative distribution (greedy at temperature 0), and it leaves
+    only the drawn token, which ``generate()``'s greedy pick then takes. Inverse-CDF draws
+    also cost less than ``torch.multinomial`` over a 49k vocabulary.
 
     Args:
-        temperatures: One temperature per batch row.
+        draws: One ``(temperature, seed)`` per batch row.
     """
 
-    def __init__(self, temperatures: Sequence[float]) -> None:
-        values = torch.tensor([float(t) for t in temperatures]).unsqueeze(1)
-        self._greedy = values.squeeze(1) == 0
-        self._divisor = torch.where(values == 0, torch.ones_like(values), values)
+    def __init__(self, draws: Sequence[tuple[float, int | None]]) -> None:
+        temperatures = torch.tensor([float(t) for t, _ in draws]).unsqueeze(1)
+        self._greedy = temperatures.squeeze(1) == 0
+        self._divisor = torch.where(self._greedy.unsqueeze(1), 1.0, temperatures)
+        self._generators = [
+            None if seed is None else torch.Generator().manual_seed(seed % 2**63)
+            for _, seed in draws
+        ]
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        """Divide each row's scores by its temperature; keep only the best token of greedy rows."""
-        scaled = scores / self._divisor.to(scores.dtype)
-        if bool(self._greedy.any()):
-            best = scaled.argmax(dim=-1, keepdim=True)
-            onehot = torch.full_like(scaled, float("-inf")).scatter(1, best, 0.0)
-            scaled = torch.where(self._greedy.unsqueeze(1), onehot, scaled)
-        return scaled
-
-
-def _sampling_options(temperature: float) -> dict[str, Any]:
-    """Return ``generate()`` options: greedy at 0, else plain temperature sampling."""
-    if temperature == 0:
-        return {"do_sample": False}
-    return {"do_sample": True, "temperature": temperature, "top_k": None, "top_p": None}
+        """Draw one token per row; every other token's score becomes ``-inf``."""
+        logits = scores.float()
+        best = logits.argmax(dim=-1, keepdim=True)
+        cumulative = torch.softmax(logits / self._divisor, dim=-1).cumsum(dim=-1)
+        uniform = torch.stack([torch.rand((), generator=g) for g in self._generators])
+        target = uniform.unsqueeze(1) * cumulative[:, -1:]
+        drawn = torch.searchsorted(cumulative, target, right=True).clamp_max(logits.shape[1] - 1)
+        # Greedy rows, rows with nothing allowed (NaN weights) and a draw rounded onto a
+        # masked token all take the best allowed token.
+        usable = torch.isfinite(logits.gather(1, drawn)) & ~self._greedy.unsqueeze(1)
+        picked = torch.where(usable, drawn, best)
+        return torch.full_like(scores, float("-inf")).scatter(1, picked, 0.0)

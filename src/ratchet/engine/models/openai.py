@@ -41,6 +41,7 @@ from ratchet.engine.models.base import (
     Sampling,
     estimate_tokens,
     offered_tools,
+    row_seeds,
 )
 from ratchet.engine.models.openai_messages import parse_tool_calls, text_messages
 
@@ -150,8 +151,9 @@ class OpenAIModel:
     def complete(self, prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
         """Send one chat completion request per prompt, concurrently, and return them in order.
 
-        With ``sampling.seed`` set, prompt ``i`` of the batch is sent seed ``seed + i`` so
-        repeated samples of one conversation differ yet reproduce.
+        A prompt with its own seed is sent that seed; otherwise, with ``sampling.seed`` set,
+        prompt ``i`` of the batch is sent ``seed + i``, so repeated samples of one conversation
+        differ yet reproduce.
 
         Raises:
             ModelError: If the server could not be connected to on any attempt and has never
@@ -159,7 +161,7 @@ class OpenAIModel:
         """
         if not prompts:
             return []
-        seeds = [None if sampling.seed is None else sampling.seed + i for i in range(len(prompts))]
+        seeds = row_seeds(prompts, sampling)
         if len(prompts) == 1:
             return [self._complete_one(prompts[0], sampling, seeds[0])]
         pool = ThreadPoolExecutor(min(len(prompts), self.max_concurrency), "ratchet-openai")
