@@ -59,6 +59,27 @@ def test_a_run_of_no_op_levers_is_falsely_accepted_in_at_most_5_percent_of_runs(
     assert rate <= 0.05
 
 
+def test_shared_random_numbers_remove_the_flips_that_cost_a_better_candidate_its_power():
+    def power(coupled):
+        return simulate(
+            GateConfig(),
+            probe_tasks=48,
+            probe_k=1,
+            levers=2,
+            rounds=2,
+            gain=0.3,
+            trials=60,
+            base=(0.1, 0.9),
+            coupled=coupled,
+        )
+
+    independent, coupled = power(False), power(True)
+    print(f"power at +30 points, 48 probe tasks: {independent:.2f} independent, {coupled:.2f}")
+    assert coupled > independent and coupled >= 0.95
+    same = simulate(GateConfig(), probe_tasks=24, probe_k=1, levers=2, rounds=2, coupled=True)
+    assert same == 0.0  # coupled no-op candidates play exactly like the incumbent
+
+
 def test_holm_shares_the_round_alpha_among_candidates():
     rng = random.Random(11)
     before = episodes([0.3] * 30, 1, rng)

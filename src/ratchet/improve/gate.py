@@ -201,6 +201,7 @@ def simulate(
     base: tuple[float, float] = (0.1, 0.9),
     trials: int = 200,
     seed: int = 0,
+    coupled: bool = False,
 ) -> float:
     """Estimate how often a run accepts at least one candidate, by simulation.
 
@@ -209,6 +210,9 @@ def simulate(
     ``levers`` candidates on it, and lets the gate decide. With ``gain=0`` the candidates are
     exactly as good as the incumbent, so the result is the gate's false-accept rate per run;
     with ``gain > 0`` one candidate is that much better on every task: the gate's power.
+    With ``coupled``, every agent plays a probe episode with the same random number (an
+    episode passes if it falls below the agent's rate), as agents sharing sampling seeds do
+    at best: a better candidate then never fails where the incumbent passed.
     """
     rng = random.Random(seed)
     alpha = round_alpha(config, rounds)
@@ -216,9 +220,13 @@ def simulate(
     for _ in range(trials):
         for _ in range(rounds):
             rates = [rng.uniform(base[0], min(base[1], 1 - gain)) for _ in range(probe_tasks)]
-            incumbent = _simulated(rates, probe_k, rng)
+            shared = _uniforms(probe_tasks, probe_k, rng)
+            incumbent = _simulated(rates, shared)
             candidates = {
-                f"c{i}": _simulated([r + (gain if i == 0 else 0) for r in rates], probe_k, rng)
+                f"c{i}": _simulated(
+                    [r + (gain if i == 0 else 0) for r in rates],
+                    shared if coupled else _uniforms(probe_tasks, probe_k, rng),
+                )
                 for i in range(levers)
             }
             if any(d.accepted for d in decide_round(incumbent, candidates, config, alpha)):
@@ -227,7 +235,12 @@ def simulate(
     return accepted_runs / trials
 
 
-def _simulated(rates: Sequence[float], k: int, rng: random.Random) -> list[Trajectory]:
+def _uniforms(tasks: int, k: int, rng: random.Random) -> list[list[float]]:
+    """One uniform number per probe episode (``k`` per task)."""
+    return [[rng.random() for _ in range(k)] for _ in range(tasks)]
+
+
+def _simulated(rates: Sequence[float], uniforms: Sequence[Sequence[float]]) -> list[Trajectory]:
     """Episodes with only what the gate reads: task id, sample and whether they passed."""
     return [
         Trajectory(
@@ -236,8 +249,8 @@ def _simulated(rates: Sequence[float], k: int, rng: random.Random) -> list[Traje
             env_version="1",
             messages=(),
             sample=s,
-            verdict=Verdict.of(rng.random() < rate),
+            verdict=Verdict.of(u < rate),
         )
-        for i, rate in enumerate(rates)
-        for s in range(k)
+        for i, (rate, draws) in enumerate(zip(rates, uniforms, strict=True))
+        for s, u in enumerate(draws)
     ]
