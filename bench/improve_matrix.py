@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet import ImproveConfig, cached_backends, improve, make_env
+from ratchet.core.records import to_dict
 from ratchet.core.stats import wilson
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -175,6 +176,14 @@ def run(row: Row, out: Path, fresh: bool) -> dict[str, Any]:
         print(f"[{row.name}] {(time.perf_counter() - started) / 60:.1f} min", flush=True)
         (directory / "commit").write_text(_commit())
     summary = json.loads(summary_file.read_text())
+    wanted = to_dict(row.config)
+    stored = summary.get("config", {})
+    changed = sorted(k for k in wanted.keys() - {"schema"} if stored.get(k) != wanted[k])
+    if changed:
+        raise SystemExit(
+            f"{directory} holds a run with other settings than its row ({', '.join(changed)}): "
+            "move it aside and run the row again, or restore the row's settings"
+        )
     return record(row, summary, directory)
 
 
@@ -221,7 +230,7 @@ def record(row: Row, summary: dict[str, Any], directory: Path) -> dict[str, Any]
     commit_file = directory / "commit"
     return {
         "env": row.env,
-        "env_version": make_env(row.env).version,
+        "env_version": summary["env_version"],
         "commit": commit_file.read_text().strip() if commit_file.exists() else None,
         "levers": list(row.config.levers),
         "seed": row.config.seed,
