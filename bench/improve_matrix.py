@@ -313,10 +313,10 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
 
 
 def _over_seeds(records: list[dict[str, Any]]) -> list[str]:
-    """A table of each row run over several seeds: its gains, their mean and range, pooled rates.
+    """A table of each row run over several seeds: its gain per seed, their mean, pooled rates.
 
     Each seed draws its own test tasks, so pooling them gives an interval over every test
-    task of every seed; the range of the gains shows how much one run varies from another.
+    task of every seed; the gains per seed show how much one run varies from another.
     """
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in records:
