@@ -147,6 +147,17 @@ def command(config: ImproveConfig, out: Path) -> str:
     return " ".join([*parts, "--out", str(out)])
 
 
+def _flat(settings: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested settings as ``{"gate.alpha": 0.05, ...}``, without the records' schema numbers."""
+    found: dict[str, Any] = {}
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            found.update(_flat(value, f"{prefix}{key}."))
+        elif key != "schema":
+            found[f"{prefix}{key}"] = value
+    return found
+
+
 def _leaves(config: Any) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for item in dataclasses.fields(config):
@@ -176,9 +187,11 @@ def run(row: Row, out: Path, fresh: bool) -> dict[str, Any]:
         print(f"[{row.name}] {(time.perf_counter() - started) / 60:.1f} min", flush=True)
         (directory / "commit").write_text(_commit())
     summary = json.loads(summary_file.read_text())
-    wanted = to_dict(row.config)
-    stored = summary.get("config", {})
-    changed = sorted(k for k in wanted.keys() - {"schema"} if stored.get(k) != wanted[k])
+    # A setting the run's stored config lacks was added to ratchet after the run (its commit,
+    # recorded beside it, is the code that ran), so only the settings it has are compared.
+    stored = _flat(summary.get("config", {}))
+    wanted = _flat(to_dict(row.config))
+    changed = sorted(k for k in wanted.keys() & stored.keys() if stored[k] != wanted[k])
     if changed:
         raise SystemExit(
             f"{directory} holds a run with other settings than its row ({', '.join(changed)}): "

@@ -12,8 +12,10 @@ from ratchet.engine.models.fake import FakeModel
 from ratchet.engine.rollout import rollout
 from ratchet.envs.calc import env
 from ratchet.improve.gate import (
+    RETEST_FIRST_SAMPLE,
     GateConfig,
     decide_round,
+    retests,
     round_alpha,
     simulate,
     unreachable,
@@ -62,7 +64,7 @@ def test_a_run_of_no_op_levers_is_falsely_accepted_in_at_most_5_percent_of_runs(
 def test_shared_random_numbers_remove_the_flips_that_cost_a_better_candidate_its_power():
     def power(coupled):
         return simulate(
-            GateConfig(),
+            GateConfig(retest_k=0),
             probe_tasks=48,
             probe_k=1,
             levers=2,
@@ -115,6 +117,65 @@ def test_regressions_beyond_the_budget_are_rejected():
     assert not decision.accepted
     assert decision.flips_pass_to_fail == 10 and decision.flips_fail_to_pass == 20
     assert "exceed the budget 3" in decision.reason
+
+
+def retest_episodes(passes_per_task, k=4):
+    """Retest episodes: task i passes its first passes_per_task[i] of k samples."""
+    return [
+        replace(TEMPLATE, task=task, sample=RETEST_FIRST_SAMPLE + s, verdict=Verdict.of(s < n))
+        for task, n in zip(TASKS, passes_per_task, strict=False)
+        for s in range(k)
+    ]
+
+
+def test_flips_a_retest_does_not_confirm_no_longer_reject_a_better_candidate():
+    rng = random.Random(5)
+    before = episodes([1.0] * 4 + [0.0] * 20, 1, rng)
+    after = episodes([0.0] * 4 + [1.0] * 20, 1, rng)
+    config = GateConfig(flip_budget=0.1)
+    first = decide(before, after, config)
+    assert not first.accepted and "4 pass->fail flips exceed the budget 2" in first.reason
+    assert first.flipped == tuple(t.id for t in TASKS[:4]) and first.confirmed_flips is None
+    assert retests([first], config) == {"v1": first.flipped}
+    assert retests([first], replace(config, retest_k=0)) == {}
+    # On the retest the candidate loses only the first task to the incumbent (1 of 4 vs 2 of 4).
+    noisy = (retest_episodes([2, 2, 2, 2]), retest_episodes([1, 2, 3, 4]))
+    kept = decide_round(before, {"v1": after}, config, 0.05, {"v1": noisy})[0]
+    assert kept.accepted and kept.confirmed_flips == 1 and kept.flips_pass_to_fail == 4
+    assert "4 pass->fail flips, 1 confirmed by a retest of 4 samples" in kept.reason
+    assert retests([kept], config) == {}  # one retest per candidate
+    broken = (retest_episodes([3, 3, 3, 3]), retest_episodes([0, 0, 3, 1]))
+    rejected = decide_round(before, {"v1": after}, config, 0.05, {"v1": broken})[0]
+    assert not rejected.accepted and rejected.confirmed_flips == 3
+    assert "3 confirmed by a retest of 4 samples exceed the budget 2" in rejected.reason
+
+
+def test_only_candidates_their_flips_alone_reject_are_retested():
+    rng = random.Random(6)
+    before = episodes([1.0] * 4 + [0.0] * 20, 1, rng)
+    config = GateConfig(flip_budget=0.1)
+    worse = decide(before, episodes([0.0] * 24, 1, rng), config)
+    insignificant = decide(before, episodes([0.0] * 4 + [1.0] * 6 + [0.0] * 14, 1, rng), config)
+    assert worse.flips_pass_to_fail == insignificant.flips_pass_to_fail == 4
+    assert retests([worse, insignificant], config) == {}
+
+
+def test_retests_buy_power_where_sampling_noise_flips_passes():
+    def power(retest_k):
+        return simulate(
+            GateConfig(retest_k=retest_k, resamples=2000),
+            probe_tasks=48,
+            probe_k=1,
+            levers=2,
+            rounds=2,
+            gain=0.3,
+            trials=100,
+            base=(0.1, 0.9),
+        )
+
+    without, retested = power(0), power(4)
+    print(f"power at +30 points, 48 noisy probe tasks: {without:.2f} -> {retested:.2f} retested")
+    assert retested > without + 0.1
 
 
 def test_unpaired_episodes_are_refused():

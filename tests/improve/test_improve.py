@@ -5,7 +5,15 @@ from dataclasses import replace
 
 import pytest
 
-from fakes import FakeModel, FakeTrainer, exploring_model, learning_model, skill_backends
+from fakes import (
+    FakeModel,
+    FakeTrainer,
+    exploring_model,
+    is_task,
+    learning_model,
+    skill_backends,
+    solve_calc,
+)
 from ratchet.core.agent import Agent, load_agent
 from ratchet.core.task import split_of
 from ratchet.core.verdict import Verdict
@@ -16,6 +24,7 @@ from ratchet.envs.calc import env
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.levers import NoCandidate
 from ratchet.improve.loop import improve
+from ratchet.report import write_report
 
 CONFIG = ImproveConfig(
     env="calc",
@@ -481,3 +490,41 @@ def test_with_explore_copy_arguments_every_second_training_sample_copies_them(tm
     assert len(copied) == sum(1 for t in train if t.sample % 2)
     assert not any("copy_arguments" in t.metadata for t in held_out)
     assert summary["rounds"][0]["copy_arguments"] == [sum(t.passed for t in copied), len(copied)]
+
+
+def unsteady_model():
+    """A calc agent that answers right with probability 0.6 without demonstrations and 0.85
+    with them, the two drawing different random numbers, so a better candidate still fails
+    some probe tasks the incumbent passed, by chance alone."""
+
+    def reply(prompt, rng):
+        tasks = [
+            m["content"] for m in prompt.messages if m["role"] == "user" and is_task(m["content"])
+        ]
+        shown = len(tasks) > 1
+        if shown:
+            rng.random()
+        chance = 0.85 if shown else 0.6
+        answer = solve_calc(tasks[-1]) if rng.random() < chance else -12345
+        return json.dumps({"name": "finish", "arguments": {"answer": str(answer)}})
+
+    return FakeModel(reply=reply)
+
+
+def test_flips_alone_would_reject_so_the_flipped_tasks_are_retested(tmp_path):
+    config = replace(CONFIG, rounds=1, probe_tasks=40, gate=replace(CONFIG.gate, flip_budget=0.02))
+    improve(config, env, tmp_path, lambda agent, directory: unsteady_model(), log=quiet)
+    (_, _, candidate, _, accepted, numbers), *_ = decisions_of(tmp_path)[0]
+    assert numbers["flips_pass_to_fail"] > numbers["flip_limit"] == 1
+    # The flips were the sampling's: the retest confirms none of them and the candidate stands.
+    assert numbers["confirmed_flips"] == 0 and accepted
+    assert "0 confirmed by a retest of 4 samples" in numbers["reason"]
+    with Store(tmp_path) as store:
+        retested = [t for _, t in store.trajectories(split="probe") if t.sample >= 1000]
+    for agent in ("base", candidate):
+        played = sorted((t.task.id, t.sample) for t in retested if t.agent == agent)
+        k = config.gate.retest_k
+        assert played == sorted((task, 1000 + s) for task in numbers["flipped"] for s in range(k))
+    html = write_report(tmp_path).read_text()
+    assert f"{numbers['flips_pass_to_fail']} (0 confirmed) / 1" in html
+    assert "replays each flipped task 4 more times" in html

@@ -11,6 +11,15 @@ than its incumbent. Each of the run's rounds draws a fresh probe sample from the
 within a round, the candidates of all levers are tested against the one probe with Holm's
 step-down procedure. A candidate must also gain on the probe and keep its pass-to-fail flips
 within ``flip_budget``; among the accepted candidates of a round the largest gain wins.
+
+Confirmed regressions. One sampled episode per task cannot tell a task the candidate broke
+from one the incumbent passes half the time: at probe temperature a much better candidate
+still fails a few such tasks by chance. So a candidate that only its flips would reject gets a
+retest (:func:`retests`): it and the incumbent play each flipped task ``retest_k`` more times
+with shared seeds (samples numbered from :data:`RETEST_FIRST_SAMPLE`, apart from the probe's
+own), and a flip counts against the budget only if the candidate then passes that task fewer
+times than the incumbent. The retest can only turn a rejection into an acceptance for a
+candidate whose gain is already significant, so it leaves the false-accept bound as it was.
 """
 
 from __future__ import annotations
@@ -36,12 +45,24 @@ class GateConfig:
         flip_budget: Largest share of the paired probe episodes that may turn from pass to fail
             in an accepted candidate; one such flip is always tolerated, since a single sampled
             failure is indistinguishable from noise.
+        retest_k: Fresh paired samples per flipped task when flips alone would reject a
+            candidate: a flip then counts only if the candidate passes that task fewer times
+            than the incumbent on them; 0 counts every flip.
         resamples: Monte-Carlo sign flips when there are too many tasks to enumerate.
     """
 
     alpha: float = 0.05
     flip_budget: float = 0.1
+    retest_k: int = 4
     resamples: int = 20_000
+
+
+RETEST_FIRST_SAMPLE = 1_000
+"""Sample number of a retest's first episode of a task: above any probe sample, so retest
+episodes get seeds of their own and never count as probe episodes."""
+
+Retest = tuple[Sequence[Trajectory], Sequence[Trajectory]]
+"""The incumbent's and a candidate's retest episodes on the candidate's flipped tasks."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +78,8 @@ class GateDecision:
         flips_pass_to_fail: Paired episodes the incumbent passed and the candidate failed.
         flips_fail_to_pass: Paired episodes the incumbent failed and the candidate passed.
         flip_limit: The most pass->fail flips the budget allowed.
+        flipped: Probe tasks with a pass->fail flip, by id.
+        confirmed_flips: Flips a retest confirmed (``None``: no retest was played).
         incumbent_pass: Incumbent probe pass@1.
         candidate_pass: Candidate probe pass@1.
         tasks: Probe tasks compared.
@@ -77,6 +100,8 @@ class GateDecision:
     tasks: int
     samples: int
     reason: str
+    flipped: tuple[str, ...] = ()
+    confirmed_flips: int | None = None
 
 
 def round_alpha(config: GateConfig, rounds: int) -> float:
@@ -109,6 +134,7 @@ def decide_round(
     candidates: Mapping[str, Sequence[Trajectory]],
     config: GateConfig,
     alpha: float,
+    retested: Mapping[str, Retest] | None = None,
 ) -> list[GateDecision]:
     """Decide every candidate of one round against the incumbent on one probe.
 
@@ -117,6 +143,8 @@ def decide_round(
         candidates: Each candidate's probe episodes on the same ``(task, sample)`` pairs.
         config: Flip budget and resampling.
         alpha: This round's false-accept budget, shared among the candidates by Holm.
+        retested: Retest episodes of the candidates :func:`retests` named, by version; their
+            flips count only where the retest confirms them.
 
     Raises:
         ValueError: If a candidate's episodes do not pair up with the incumbent's.
@@ -128,12 +156,39 @@ def decide_round(
         for after in afters.values()
     ]
     tested = holm(p_values, alpha)
+    retested = retested or {}
     return [
-        _decide(version, before, after, p_value, significant, threshold, config)
+        _decide(
+            version, before, after, p_value, significant, threshold, config, retested.get(version)
+        )
         for (version, after), p_value, (significant, threshold) in zip(
             afters.items(), p_values, tested, strict=True
         )
     ]
+
+
+def retests(decisions: Sequence[GateDecision], config: GateConfig) -> dict[str, tuple[str, ...]]:
+    """The flipped tasks to retest, by candidate: those that only their flips rejected."""
+    if config.retest_k < 1:
+        return {}
+    return {
+        d.candidate: d.flipped
+        for d in decisions
+        if d.confirmed_flips is None
+        and d.probe_gain > 0
+        and d.p_value <= d.threshold
+        and d.flips_pass_to_fail > d.flip_limit
+    }
+
+
+def confirmed(flipped: Sequence[str], retest: Retest) -> set[str]:
+    """The ``flipped`` tasks the candidate passed fewer times than the incumbent on retest."""
+    incumbent, candidate = ({t: 0 for t in flipped} for _ in range(2))
+    for passes, played in ((incumbent, retest[0]), (candidate, retest[1])):
+        for episode in played:
+            if episode.task.id in passes:
+                passes[episode.task.id] += episode.passed
+    return {t for t in flipped if candidate[t] < incumbent[t]}
 
 
 def winner(decisions: Sequence[GateDecision]) -> GateDecision | None:
@@ -154,13 +209,22 @@ def _decide(
     significant: bool,
     threshold: float,
     config: GateConfig,
+    retest: Retest | None,
 ) -> GateDecision:
     incumbent_pass = sum(before.values()) / len(before)
     candidate_pass = sum(after.values()) / len(after)
     gain = candidate_pass - incumbent_pass
     tasks = len({key[0] for key in before})
-    regressions = sum(before[k] and not after[k] for k in before)
+    flips = [k for k in before if before[k] and not after[k]]
+    flipped = tuple(dict.fromkeys(task for task, _ in flips))
+    regressions = len(flips)
     flip_limit = max(1, int(config.flip_budget * len(before)))
+    kept = None
+    if retest is not None:
+        broken = confirmed(flipped, retest)
+        kept = sum(task in broken for task, _ in flips)
+    counted = regressions if kept is None else kept
+    retold = "" if kept is None else f", {kept} confirmed by a retest of {config.retest_k} samples"
     accepted = False
     if gain <= 0:
         reason = f"no gain on the probe ({gain:+.3f})"
@@ -168,11 +232,14 @@ def _decide(
         reason = f"gain {gain:+.3f} not significant (p={p_value:.4f} > {threshold:.4f})"
         if smallest_p_value(tasks) > threshold:
             reason += f"; {tasks} probe tasks can never reach it"
-    elif regressions > flip_limit:
-        reason = f"{regressions} pass->fail flips exceed the budget {flip_limit}"
+    elif counted > flip_limit:
+        reason = f"{regressions} pass->fail flips{retold} exceed the budget {flip_limit}"
     else:
         accepted = True
-        reason = f"gain {gain:+.3f} (p={p_value:.4f} <= {threshold:.4f}), {regressions} regressions"
+        reason = (
+            f"gain {gain:+.3f} (p={p_value:.4f} <= {threshold:.4f}), "
+            f"{regressions} pass->fail flips{retold}"
+        )
     return GateDecision(
         candidate=version,
         accepted=accepted,
@@ -187,6 +254,8 @@ def _decide(
         tasks=tasks,
         samples=len(before) // tasks,
         reason=reason,
+        flipped=flipped,
+        confirmed_flips=kept,
     )
 
 
@@ -212,7 +281,9 @@ def simulate(
     with ``gain > 0`` one candidate is that much better on every task: the gate's power.
     With ``coupled``, every agent plays a probe episode with the same random number (an
     episode passes if it falls below the agent's rate), as agents sharing sampling seeds do
-    at best: a better candidate then never fails where the incumbent passed.
+    at best: a better candidate then never fails where the incumbent passed. Candidates that
+    only their flips reject are retested as :func:`retests` says, on fresh random numbers
+    (shared the same way).
     """
     rng = random.Random(seed)
     alpha = round_alpha(config, rounds)
@@ -220,19 +291,31 @@ def simulate(
     for _ in range(trials):
         for _ in range(rounds):
             rates = [rng.uniform(base[0], min(base[1], 1 - gain)) for _ in range(probe_tasks)]
-            shared = _uniforms(probe_tasks, probe_k, rng)
-            incumbent = _simulated(rates, shared)
-            candidates = {
-                f"c{i}": _simulated(
-                    [r + (gain if i == 0 else 0) for r in rates],
-                    shared if coupled else _uniforms(probe_tasks, probe_k, rng),
-                )
-                for i in range(levers)
-            }
-            if any(d.accepted for d in decide_round(incumbent, candidates, config, alpha)):
+            agents = {f"c{i}": [r + (gain if i == 0 else 0) for r in rates] for i in range(levers)}
+
+            incumbent, candidates = _play(rates, agents, probe_k, rng, coupled)
+            decisions = decide_round(incumbent, candidates, config, alpha)
+            if again := retests(decisions, config):
+                replayed, retested = _play(rates, agents, config.retest_k, rng, coupled)
+                replays = {v: (replayed, retested[v]) for v in again}
+                decisions = decide_round(incumbent, candidates, config, alpha, replays)
+            if any(d.accepted for d in decisions):
                 accepted_runs += 1
                 break
     return accepted_runs / trials
+
+
+def _play(
+    rates: Sequence[float],
+    agents: Mapping[str, Sequence[float]],
+    k: int,
+    rng: random.Random,
+    coupled: bool,
+) -> tuple[list[Trajectory], dict[str, list[Trajectory]]]:
+    """The incumbent's (``rates``) and each candidate's simulated episodes, ``k`` per task."""
+    shared = _uniforms(len(rates), k, rng)
+    own = {v: shared if coupled else _uniforms(len(rates), k, rng) for v in agents}
+    return _simulated(rates, shared), {v: _simulated(r, own[v]) for v, r in agents.items()}
 
 
 def _uniforms(tasks: int, k: int, rng: random.Random) -> list[list[float]]:

@@ -3,7 +3,8 @@
 Each round: the curriculum picks training tasks; the incumbent plays them (exploring, k samples
 each); hindsight relabels what failed episodes did achieve; every lever proposes a candidate
 from the verified experience so far; the gate compares all candidates with the incumbent on a
-fresh probe sample (same tasks, same seeds) and the best accepted one becomes the incumbent.
+fresh probe sample (same tasks, same seeds), retesting the tasks a candidate lost where those
+losses alone would reject it, and the best accepted one becomes the incumbent.
 Base and final agents are measured on the held-out test split, which no decision ever sees.
 All persistence lives in :class:`~ratchet.improve.rundir.RunDir`, so a run resumes anywhere.
 """
@@ -24,7 +25,7 @@ from ratchet.engine.models import Backends, Model, Trainer, make_trainer
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.curriculum import CurriculumConfig, choose_tasks
 from ratchet.improve.experience import verified_experience
-from ratchet.improve.gate import decide_round, round_alpha, unreachable, winner
+from ratchet.improve.gate import decide_round, retests, round_alpha, unreachable, winner
 from ratchet.improve.hindsight import relabel_all
 from ratchet.improve.levers import Lever, make_levers
 from ratchet.improve.practice import PROBE_SEED, TEST_SEED, Practice, draw
@@ -104,6 +105,15 @@ def improve(
             probed = {c.version: practice.probe(c, probe) for c in candidates}
             alpha = round_alpha(config.gate, config.rounds)
             decisions = decide_round(baseline, probed, config.gate, alpha)
+            # A candidate only its pass->fail flips reject replays the flipped tasks, as does
+            # the incumbent: one sampled failure cannot tell a broken task from a noisy one.
+            if again := retests(decisions, config.gate):
+                by_version = {c.version: c for c in candidates}
+                retested = {
+                    version: practice.retest(incumbent, by_version[version], probe, flipped)
+                    for version, flipped in again.items()
+                }
+                decisions = decide_round(baseline, probed, config.gate, alpha, retested)
             run.adopt(number, incumbent, decisions)
             best = winner(decisions)
             if best is not None and config.curve:

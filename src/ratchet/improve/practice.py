@@ -26,6 +26,7 @@ from ratchet.engine.models import Backends, Model, Trainer
 from ratchet.engine.rollout import Exploration, Explore, rollout
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.frontier import SuccessRates, explore_temperatures
+from ratchet.improve.gate import RETEST_FIRST_SAMPLE, Retest
 from ratchet.improve.levers.base import Lever, LeverContext, make_play
 from ratchet.improve.rundir import Propose, RunDir
 
@@ -132,6 +133,21 @@ class Practice:
         """``agent``'s episodes on probe tasks (same seeds for every agent: they pair up)."""
         seed = self.config.seed + PROBE_SEED
         return self.play(agent, tasks, self.config.probe_k, seed, f"probe {agent.version}")
+
+    def retest(
+        self, incumbent: Agent, candidate: Agent, probe: Sequence[Task], flipped: Sequence[str]
+    ) -> Retest:
+        """Both agents' retest episodes on the ``flipped`` probe tasks (paired, fresh seeds)."""
+        tasks = [t for t in probe if t.id in set(flipped)]
+        seed, k = self.config.seed + PROBE_SEED, self.config.gate.retest_k
+        return (
+            self.play(
+                incumbent, tasks, k, seed, f"retest {incumbent.version}", RETEST_FIRST_SAMPLE
+            ),
+            self.play(
+                candidate, tasks, k, seed, f"retest {candidate.version}", RETEST_FIRST_SAMPLE
+            ),
+        )
 
     def test_tasks(self) -> list[Task]:
         """The held-out test tasks."""

@@ -251,6 +251,15 @@ def _attribution_section(data: ImproveRun, steps: list[Attribution]) -> str:
     return "".join(parts)
 
 
+def _flips(candidate: dict[str, Any]) -> str:
+    """Pass->fail flips against the limit, with the retest's confirmed count if one was played."""
+    confirmed = candidate.get("confirmed_flips")
+    flips = str(candidate["flips_pass_to_fail"])
+    if confirmed is not None:
+        flips += f" ({confirmed} confirmed)"
+    return f"{flips} / {candidate.get('flip_limit', '?')}"
+
+
 def _gate_section(summary: dict[str, Any]) -> str:
     rows, classes = [], []
     for record in summary["rounds"]:
@@ -268,7 +277,7 @@ def _gate_section(summary: dict[str, Any]) -> str:
                     f"{candidate['probe_gain'] * 100:+.0f} pts",
                     "< 0.0001" if candidate["p_value"] < 0.0001 else f"{candidate['p_value']:.4f}",
                     f"{candidate['flips_fail_to_pass']}",
-                    f"{candidate['flips_pass_to_fail']} / {candidate.get('flip_limit', '?')}",
+                    _flips(candidate),
                 ]
                 if decided
                 else ["—"] * 5
@@ -285,15 +294,24 @@ def _gate_section(summary: dict[str, Any]) -> str:
             )
             classes.append("accepted" if adopted else "")
     config = summary.get("config", {})
-    alpha = config.get("alpha", 0.05)
-    budget = config.get("flip_budget", 0.25)
+    gate = config.get("gate", {})
+    retest_k = gate.get("retest_k", 0)
+    retest = (
+        f" A candidate only its flips would reject replays each flipped task {retest_k} more "
+        "times beside the incumbent (fresh seeds, shared); a flip then counts only if the "
+        "candidate passed that task fewer times (shown in brackets)."
+        if retest_k
+        else ""
+    )
     return (
         "<h2>Every gate decision</h2>"
         f'<p class="note">Each candidate played the same {config.get("probe_tasks", "")} probe '
         "tasks with the same seeds as the incumbent. Accepted only if the paired gain is "
-        f"significant (one-sided sign-flip permutation test, p ≤ {alpha}) and its pass→fail "
-        f"flips stay within the budget ({budget:.0%} of the incumbent's passing episodes). "
-        "Of several accepted candidates in a round, the one with the largest gain is adopted.</p>"
+        "significant (one-sided sign-flip permutation test, at its share of the run's alpha "
+        f"{gate.get('alpha', 0.05)}, split over rounds and, by Holm, over levers) and its "
+        f"pass→fail flips stay within the budget ({gate.get('flip_budget', 0.1):.0%} of the "
+        f"probe episodes, at least one).{retest} Of several accepted candidates in a round, "
+        "the one with the largest gain is adopted.</p>"
         + table(
             [
                 "round",
