@@ -40,6 +40,22 @@ def episodes(rates, k, rng):
     ]
 
 
+def noisy_power(config, coupled=False, trials=60):
+    """Share of simulated runs (2 levers, 2 rounds) that accept a candidate 30 points better
+    on every one of 48 probe tasks whose incumbent success rates lie in 0.1-0.9."""
+    return simulate(
+        config,
+        probe_tasks=48,
+        probe_k=1,
+        levers=2,
+        rounds=2,
+        gain=0.3,
+        trials=trials,
+        base=(0.1, 0.9),
+        coupled=coupled,
+    )
+
+
 def test_exact_p_values():
     assert permutation_p_value([1, 1, 1], 100) == pytest.approx(1 / 8)
     assert permutation_p_value([0, 0], 100) == 1.0
@@ -62,20 +78,8 @@ def test_a_run_of_no_op_levers_is_falsely_accepted_in_at_most_5_percent_of_runs(
 
 
 def test_shared_random_numbers_remove_the_flips_that_cost_a_better_candidate_its_power():
-    def power(coupled):
-        return simulate(
-            GateConfig(retest_k=0),
-            probe_tasks=48,
-            probe_k=1,
-            levers=2,
-            rounds=2,
-            gain=0.3,
-            trials=60,
-            base=(0.1, 0.9),
-            coupled=coupled,
-        )
-
-    independent, coupled = power(False), power(True)
+    config = GateConfig(retest_k=0)
+    independent, coupled = noisy_power(config), noisy_power(config, coupled=True)
     print(f"power at +30 points, 48 probe tasks: {independent:.2f} independent, {coupled:.2f}")
     assert coupled > independent and coupled >= 0.95
     same = simulate(GateConfig(), probe_tasks=24, probe_k=1, levers=2, rounds=2, coupled=True)
@@ -161,19 +165,8 @@ def test_only_candidates_their_flips_alone_reject_are_retested():
 
 
 def test_retests_buy_power_where_sampling_noise_flips_passes():
-    def power(retest_k):
-        return simulate(
-            GateConfig(retest_k=retest_k, resamples=2000),
-            probe_tasks=48,
-            probe_k=1,
-            levers=2,
-            rounds=2,
-            gain=0.3,
-            trials=100,
-            base=(0.1, 0.9),
-        )
-
-    without, retested = power(0), power(4)
+    without = noisy_power(GateConfig(retest_k=0, resamples=2000), trials=100)
+    retested = noisy_power(GateConfig(retest_k=4, resamples=2000), trials=100)
     print(f"power at +30 points, 48 noisy probe tasks: {without:.2f} -> {retested:.2f} retested")
     assert retested > without + 0.1
 
