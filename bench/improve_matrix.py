@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import re
 import subprocess
 import time
 from collections.abc import Iterable
@@ -335,11 +336,13 @@ def _over_seeds(records: list[dict[str, Any]]) -> list[str]:
     """A table of each row run over several seeds: its gain per seed, their mean, pooled rates.
 
     Each seed draws its own test tasks, so pooling them gives an interval over every test
-    task of every seed; the gains per seed show how much one run varies from another.
+    task of every seed; the gains per seed show how much one run varies from another. Runs
+    pool only if their commands match but for the seed and the run directory.
     """
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in records:
-        groups.setdefault((r["env"], _levers(r)), []).append(r)
+        settings = re.sub(r" --(seed|out) \S+", "", r["command"])
+        groups.setdefault((r["env"], _levers(r), settings), []).append(r)
     several = {key: group for key, group in groups.items() if len(group) > 1}
     if not several:
         return []
@@ -352,7 +355,7 @@ def _over_seeds(records: list[dict[str, Any]]) -> list[str]:
         "goal met |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for (env, levers), group in several.items():
+    for (env, levers, _), group in several.items():
         group = sorted(group, key=lambda r: r.get("seed", 0))
         gains = [r["gain"] for r in group]
         met = sum(_goal(r) == "met" for r in group)
