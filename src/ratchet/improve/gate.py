@@ -219,12 +219,16 @@ def _decide(
     flipped = tuple(dict.fromkeys(task for task, _ in flips))
     regressions = len(flips)
     flip_limit = max(1, int(config.flip_budget * len(before)))
-    kept = None
+    confirmed_flips = None
     if retest is not None:
         broken = confirmed(flipped, retest)
-        kept = sum(task in broken for task, _ in flips)
-    counted = regressions if kept is None else kept
-    retold = "" if kept is None else f", {kept} confirmed by a retest of {config.retest_k} samples"
+        confirmed_flips = sum(task in broken for task, _ in flips)
+    counted = regressions if confirmed_flips is None else confirmed_flips
+    retest_note = (
+        ""
+        if confirmed_flips is None
+        else f", {confirmed_flips} confirmed by a retest of {config.retest_k} samples"
+    )
     accepted = False
     if gain <= 0:
         reason = f"no gain on the probe ({gain:+.3f})"
@@ -233,12 +237,12 @@ def _decide(
         if smallest_p_value(tasks) > threshold:
             reason += f"; {tasks} probe tasks can never reach it"
     elif counted > flip_limit:
-        reason = f"{regressions} pass->fail flips{retold} exceed the budget {flip_limit}"
+        reason = f"{regressions} pass->fail flips{retest_note} exceed the budget {flip_limit}"
     else:
         accepted = True
         reason = (
             f"gain {gain:+.3f} (p={p_value:.4f} <= {threshold:.4f}), "
-            f"{regressions} pass->fail flips{retold}"
+            f"{regressions} pass->fail flips{retest_note}"
         )
     return GateDecision(
         candidate=version,
@@ -255,7 +259,7 @@ def _decide(
         samples=len(before) // tasks,
         reason=reason,
         flipped=flipped,
-        confirmed_flips=kept,
+        confirmed_flips=confirmed_flips,
     )
 
 
