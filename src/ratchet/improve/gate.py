@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -183,12 +184,13 @@ def retests(decisions: Sequence[GateDecision], config: GateConfig) -> dict[str, 
 
 def confirmed(flipped: Sequence[str], retest: Retest) -> set[str]:
     """The ``flipped`` tasks the candidate passed fewer times than the incumbent on retest."""
-    incumbent, candidate = ({t: 0 for t in flipped} for _ in range(2))
-    for passes, played in ((incumbent, retest[0]), (candidate, retest[1])):
-        for episode in played:
-            if episode.task.id in passes:
-                passes[episode.task.id] += episode.passed
-    return {t for t in flipped if candidate[t] < incumbent[t]}
+    incumbent, candidate = (Counter(t.task.id for t in played if t.passed) for played in retest)
+    return {task for task in flipped if candidate[task] < incumbent[task]}
+
+
+def is_retest(episode: Trajectory) -> bool:
+    """Whether ``episode`` is a retest episode rather than one of the probe's own."""
+    return episode.sample >= RETEST_FIRST_SAMPLE
 
 
 def winner(decisions: Sequence[GateDecision]) -> GateDecision | None:
@@ -296,7 +298,6 @@ def simulate(
         for _ in range(rounds):
             rates = [rng.uniform(base[0], min(base[1], 1 - gain)) for _ in range(probe_tasks)]
             agents = {f"c{i}": [r + (gain if i == 0 else 0) for r in rates] for i in range(levers)}
-
             incumbent, candidates = _play(rates, agents, probe_k, rng, coupled)
             decisions = decide_round(incumbent, candidates, config, alpha)
             if again := retests(decisions, config):

@@ -138,16 +138,14 @@ class Practice:
         self, incumbent: Agent, candidate: Agent, probe: Sequence[Task], flipped: Sequence[str]
     ) -> Retest:
         """Both agents' retest episodes on the ``flipped`` probe tasks (paired, fresh seeds)."""
-        tasks = [t for t in probe if t.id in set(flipped)]
+        wanted = set(flipped)
+        tasks = [t for t in probe if t.id in wanted]
         seed, k = self.config.seed + PROBE_SEED, self.config.gate.retest_k
-        return (
-            self.play(
-                incumbent, tasks, k, seed, f"retest {incumbent.version}", RETEST_FIRST_SAMPLE
-            ),
-            self.play(
-                candidate, tasks, k, seed, f"retest {candidate.version}", RETEST_FIRST_SAMPLE
-            ),
+        before, after = (
+            self.play(agent, tasks, k, seed, f"retest {agent.version}", RETEST_FIRST_SAMPLE)
+            for agent in (incumbent, candidate)
         )
+        return before, after
 
     def test_tasks(self) -> list[Task]:
         """The held-out test tasks."""

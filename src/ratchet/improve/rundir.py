@@ -34,7 +34,7 @@ from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.store import DB_NAME, Store
 from ratchet.improve.config import ImproveConfig
-from ratchet.improve.gate import RETEST_FIRST_SAMPLE, GateDecision
+from ratchet.improve.gate import GateDecision, is_retest
 from ratchet.improve.levers.base import NoCandidate
 
 STATE_FILE = "state.json"
@@ -260,7 +260,7 @@ class RunDir:
         tasks a candidate lost, so they would tilt the incumbent's mastery.
         """
         stored = self.store.trajectories(self.run_id, agent=agent, split="probe")
-        return [t for _, t in stored if t.sample < RETEST_FIRST_SAMPLE]
+        return [t for _, t in stored if not is_retest(t)]
 
     def episodes(self, agent: str, tasks: Sequence[Task], samples: range) -> list[Trajectory]:
         """The stored episodes of ``agent`` on ``tasks`` with sample numbers in ``samples``."""

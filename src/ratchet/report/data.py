@@ -19,7 +19,7 @@ from ratchet.core.records import from_dict
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.metrics import Metrics, summarize
 from ratchet.engine.store import DB_NAME, Run, Store
-from ratchet.improve.gate import RETEST_FIRST_SAMPLE
+from ratchet.improve.gate import is_retest
 
 SUMMARY_FILE = "summary.json"
 AGENTS_DIR = "agents"
@@ -223,7 +223,7 @@ def load_improve(root: Path) -> ImproveRun:
             test[stored[1].agent].append(stored)
         probe: dict[str, list[Trajectory]] = defaultdict(list)
         for _, trajectory in store.trajectories(run_id, split="probe"):
-            if trajectory.sample < RETEST_FIRST_SAMPLE:
+            if not is_retest(trajectory):
                 probe[trajectory.agent].append(trajectory)
     probe_pass = {v: sum(t.passed for t in ts) / len(ts) for v, ts in probe.items()}
     return ImproveRun(root, summary, agents, dict(test), probe_pass)
