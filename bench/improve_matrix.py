@@ -15,8 +15,8 @@ own training, probe and test tasks); a row run over several seeds also gets a li
 of gains over seeds. A row whose run already finished is read, not rerun, so the matrix can be
 built up over several sessions (``--fresh`` reruns); one run with settings the row has since
 changed is shown with the command it ran, not the row's. A row with no run here is carried over
-from ``docs/results.json`` if it was measured with the same command on the same env version;
-each row names the commit it was measured at.
+from ``docs/results.json`` if it was measured on the same env version (with the command it
+ran); each row names the commit it was measured at.
 """
 
 from __future__ import annotations
@@ -219,15 +219,30 @@ def _commit() -> str:
 
 
 def carried_over(row: Row, out: Path) -> dict[str, Any] | None:
-    """``row``'s record in docs/results.json, if measured with today's command and env version."""
+    """``row``'s record in docs/results.json (same env, seed and levers), if its env is unchanged.
+
+    A record measured with settings the row has since changed keeps the command it ran, as a
+    run read from ``out`` does (see :func:`run`); one measured on another env version is
+    dropped, since its tasks are no longer the env's.
+    """
     path = DOCS / "results.json"
     if not path.exists():
         return None
-    wanted = command(row.config, out / row.name)
     version = make_env(row.env).version
     for old in json.loads(path.read_text())["rows"]:
-        if old.get("command") == wanted and old.get("env_version") == version:
-            return dict(old)
+        same_row = (old["env"], old.get("seed", 0), tuple(old["levers"])) == (
+            row.env,
+            row.config.seed,
+            row.config.levers,
+        )
+        if not same_row:
+            continue
+        if old.get("env_version") != version:
+            print(f"[{row.name}] dropped: measured on {row.env} version {old.get('env_version')}")
+            return None
+        if old.get("command") != command(row.config, out / row.name):
+            print(f"[{row.name}] carried over with the command it ran: {old.get('command')}")
+        return dict(old)
     return None
 
 
