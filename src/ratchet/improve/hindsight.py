@@ -8,9 +8,9 @@ and the replay is a verified success to learn from before any real task is solve
 
 Every prefix of the episode is described, not only the whole: a multi-step episode that went
 wrong late still reached sub-states on the way (found the customer, reached the room), and
-each is a smaller task it solved. A prefix that did not end with ``finish`` is read as if the
-agent had stopped there and reported what it had just seen: the agent saw that result, so
-stopping was open to it.
+each is a smaller task it solved, taught by the shortest prefix that solves it. A prefix that
+did not end with ``finish`` is read as if the agent had stopped there and reported what it had
+just seen: the agent saw that result, so stopping was open to it.
 
 The episode is read without its failed actions and without exact repeats of earlier ones, so
 exploration's stumbles do not become lessons; the replay on the new task confirms the shortened
@@ -110,12 +110,15 @@ def relabel(env: Env, trajectory: Trajectory, agent: Agent) -> Relabelled:
 
 
 def _views(trajectory: Trajectory) -> list[Trajectory]:
-    """The episode's useful steps if they end it, then its prefixes ending in ``finish``.
+    """The episode's useful steps if they end it, and its prefixes ending in ``finish``.
 
-    Prefixes come longest first. An episode its budget cut off is read only through the
-    prefixes: its useful steps alone can pass a verifier that checks state (a file moved),
-    but a success that never calls ``finish`` would teach the agent to leave its episodes
-    unfinished.
+    The views are the whole and the longest :data:`MAX_PREFIXES` prefixes, returned shortest
+    first: :func:`relabel` keeps the first view that solves each described task, and the
+    shortest one solves it without the actions taken after it was done (a grid episode that
+    took the asked item and then another teaches taking the asked one). An episode its budget
+    cut off is read only through the prefixes: its useful steps alone can pass a verifier that
+    checks state (a file moved), but a success that never calls ``finish`` would teach the
+    agent to leave its episodes unfinished.
     """
     steps = _useful(trajectory)
     ended = bool(steps) and steps[-1].observation.done
@@ -130,7 +133,9 @@ def _views(trajectory: Trajectory) -> list[Trajectory]:
         done = Observation("Answer submitted.", done=True, terminated=True)
         view_steps = (*steps[:end], Step(finish, done))
         views.append(replace(trajectory, steps=view_steps, terminated=True))
-    return views
+    # Stable: the whole episode stays ahead of the prefix as long as it (the same calls with
+    # a finish of our making in place of the agent's).
+    return sorted(views, key=lambda view: len(view.steps))
 
 
 def _useful(trajectory: Trajectory) -> list[Step]:
