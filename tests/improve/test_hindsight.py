@@ -5,7 +5,7 @@ from ratchet.core.task import split_of
 from ratchet.core.tool import ToolCall
 from ratchet.engine.harness import replay
 from ratchet.envs.calc import env
-from ratchet.improve.hindsight import REPLAY_SAMPLES, relabel, relabel_all
+from ratchet.improve.hindsight import REPLAY_SAMPLES, lessons, relabel, relabel_all, trim
 
 TASK = env.tasks("train", 1, difficulty=3)[0]
 AGENT = Agent(model="fake")
@@ -155,3 +155,34 @@ def test_each_task_is_taught_by_the_shortest_prefix_that_solves_it():
         ("take", {"item": first}),
         ("finish", {"answer": f"You pick up the {first}."}),
     ]
+
+
+def test_a_success_that_acted_on_is_trimmed_and_its_trim_is_the_lesson():
+    from ratchet.envs.grid import env as grid
+
+    task = next(
+        t
+        for t in grid.tasks("train", 200, difficulty=1)
+        if t.family == "fetch"
+        and sum(room == t.params["start"] for _, room in t.params["items"]) >= 2
+    )
+    asked = task.params["goal"]["item"]
+    other = next(
+        name
+        for name, room in task.params["items"]
+        if room == task.params["start"] and name != asked
+    )
+    # It took the asked item, then another, and its turns ran out: passed, never finished.
+    greedy = replace(
+        replay(grid, task, calls(("take", {"item": asked}), ("take", {"item": other}))), sample=2
+    )
+    assert greedy.passed and not greedy.terminated
+    trimmed = trim(grid, greedy, AGENT)
+    assert trimmed is not None and trimmed.passed and trimmed.task.id == task.id
+    assert [c.name for c in trimmed.calls] == ["take", "finish"]
+    assert trimmed.sample == REPLAY_SAMPLES + 2 and trimmed.metadata["hindsight"]
+    assert trim(grid, replay(grid, task, grid.oracle(task)), AGENT) is None  # nothing to cut
+    batch = relabel_all(grid, [greedy], AGENT, max_difficulty=1)
+    assert batch.trimmed == 1 and [t.calls for t in batch.successes] == [trimmed.calls]
+    solved_elsewhere = replay(grid, task, grid.oracle(task))
+    assert lessons([greedy, trimmed, solved_elsewhere]) == [trimmed, solved_elsewhere]

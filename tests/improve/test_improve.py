@@ -131,7 +131,8 @@ def test_no_relabelled_training_task_has_a_probe_or_test_problem(tmp_path):
             t for _, t in store.trajectories(split="train") if t.metadata.get("hindsight")
         ]
         held = {t.task.problem for _, t in store.trajectories() if t.task.split != "train"}
-    assert relabelled and sum(r["relabelled"] for r in summary["rounds"]) == len(relabelled)
+    stored = sum(r["relabelled"] + r["trimmed"] for r in summary["rounds"])
+    assert relabelled and stored == len(relabelled)
     assert sum(r["relabels_held_out"] for r in summary["rounds"]) > 0  # some were dropped
     assert all(split_of(t.task.problem) == "train" for t in relabelled)
     assert not {t.task.problem for t in relabelled} & held

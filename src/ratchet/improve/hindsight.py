@@ -16,6 +16,9 @@ The episode is read without its failed actions and without exact repeats of earl
 exploration's stumbles do not become lessons; the replay on the new task confirms the shortened
 episode still solves it. A described task whose problem key belongs to the probe or test split
 is dropped and counted, never replayed: no decision or test may rest on a trained-on problem.
+
+A passed episode is trimmed the same way: the shortest of its views that still passes its own
+task replaces it as a lesson, so a success that reached the goal and acted on teaches stopping.
 """
 
 from __future__ import annotations
@@ -44,27 +47,83 @@ class Relabelled:
     """What hindsight made of a batch of episodes.
 
     Attributes:
-        successes: Verified replays on the described tasks, one per distinct task.
+        successes: Verified replays: on the described tasks, one per distinct task, and the
+            trimmed passed episodes (see :func:`trim`), one per episode.
         held_out: Described tasks dropped because their problem is in the probe or test split.
+        trimmed: How many of ``successes`` are trimmed passed episodes.
     """
 
     successes: tuple[Trajectory, ...] = ()
     held_out: int = 0
+    trimmed: int = 0
 
 
 def relabel_all(
     env: Env, episodes: Sequence[Trajectory], agent: Agent, max_difficulty: int
 ) -> Relabelled:
-    """Relabel every failed episode; keep tasks up to ``max_difficulty``, one per task id."""
+    """Relabel every failed episode and trim every passed one.
+
+    Relabels are kept up to ``max_difficulty``, one per task id.
+    """
     found: dict[str, Trajectory] = {}
+    trimmed: list[Trajectory] = []
     held_out = 0
     for episode in episodes:
+        if episode.passed:
+            trimmed += [t for t in [trim(env, episode, agent)] if t is not None]
+            continue
         result = relabel(env, episode, agent)
         held_out += result.held_out
         for success in result.successes:
             if success.task.difficulty <= max_difficulty:
                 found.setdefault(success.task.id, success)
-    return Relabelled(tuple(found.values()), held_out)
+    return Relabelled((*found.values(), *trimmed), held_out, len(trimmed))
+
+
+def trim(env: Env, trajectory: Trajectory, agent: Agent) -> Trajectory | None:
+    """A passed episode cut to the shortest of its views that still passes its own task.
+
+    A verifier that checks state passes an episode that reached the goal and went on acting
+    (a grid agent that took the asked item, then every other item, and ran out of turns
+    without ``finish``); learned as it is, the success teaches the acting on. The trimmed
+    replay is stored like a relabel and supersedes its source as a lesson (see
+    :func:`lessons`); an episode that never called ``finish`` gets one, as a relabel does.
+    ``None`` when the episode is already its own shortest passing view.
+    """
+    if not trajectory.passed or trajectory.error is not None:
+        return None
+    for view in _views(trajectory):
+        if view.calls == trajectory.calls:
+            return None  # the episode itself is its shortest passing view
+        replayed = replay(env, trajectory.task, view.calls, agent)
+        if replayed.passed:
+            return _replay_of(trajectory, replayed)
+    return None
+
+
+def lessons(experience: Sequence[Trajectory]) -> list[Trajectory]:
+    """The verified successes to learn from, in order: a trimmed episode gives way to its trim."""
+    trims = {
+        (t.agent, t.task.id, t.sample - REPLAY_SAMPLES)
+        for t in experience
+        if t.passed and t.metadata.get("hindsight") and t.metadata.get("source_task") == t.task.id
+    }
+    return [
+        t
+        for t in experience
+        if t.passed and (t.metadata.get("hindsight") or (t.agent, t.task.id, t.sample) not in trims)
+    ]
+
+
+def _replay_of(source: Trajectory, replayed: Trajectory) -> Trajectory:
+    """``replayed`` marked as hindsight's, under its source's agent and model, numbered apart."""
+    return replace(
+        replayed,
+        agent=source.agent,
+        model=source.model,
+        sample=REPLAY_SAMPLES + source.sample,
+        metadata={"hindsight": True, "source_task": source.task.id},
+    )
 
 
 def relabel(env: Env, trajectory: Trajectory, agent: Agent) -> Relabelled:
@@ -100,12 +159,7 @@ def relabel(env: Env, trajectory: Trajectory, agent: Agent) -> Relabelled:
             continue
         replayed = replay(env, task, view.calls, agent)
         if replayed.passed:
-            found[task.id] = replace(
-                replayed,
-                model=trajectory.model,
-                sample=REPLAY_SAMPLES + trajectory.sample,
-                metadata={"hindsight": True, "source_task": trajectory.task.id},
-            )
+            found[task.id] = _replay_of(trajectory, replayed)
     return Relabelled(tuple(found.values()), held_out)
 
 

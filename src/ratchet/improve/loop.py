@@ -87,7 +87,8 @@ def improve(
             incumbent = run.incumbent()
             log(f"round {number}: incumbent {incumbent.version}")
             # Practise: explore the curriculum's tasks, then relabel what the failures achieved
-            # up to the open levels (longer relabels teach a weak model to keep calling tools).
+            # up to the open levels (longer relabels teach a weak model to keep calling tools)
+            # and trim the successes that acted on after reaching their goal.
             tasks, chosen = run.round_tasks(number, partial(_curriculum, run, env, number))
             explored = practice.explore(incumbent, tasks, number)
             open_to = chosen.get("open_to", config.max_difficulty)

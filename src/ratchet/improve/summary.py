@@ -35,8 +35,9 @@ def round_record(
         "probe_tasks": len({t.task.id for t in baseline}),
         "train_passed": sum(t.passed for t in explored),
         "train_episodes": len(explored),
-        "relabelled": len(learned.successes),
+        "relabelled": len(learned.successes) - learned.trimmed,
         "relabels_held_out": learned.held_out,
+        "trimmed": learned.trimmed,
         "explore_temperatures": _by_temperature(explored),
         **{
             key: _counts([t for t in explored if t.metadata.get(marker)])
@@ -75,7 +76,8 @@ def round_lines(record: dict[str, Any]) -> str:
     lines = [
         f"  {record['train_passed']}/{record['train_episodes']} training episodes passed, "
         f"{record['relabelled']} relabelled in hindsight "
-        f"({record['relabels_held_out']} held out: probe or test problems)"
+        f"({record['relabels_held_out']} held out: probe or test problems), "
+        f"{record.get('trimmed', 0)} passed episodes trimmed"
     ]
     temperatures = ", ".join(
         f"{t} ({passed}/{n})" for t, (passed, n) in record.get("explore_temperatures", {}).items()

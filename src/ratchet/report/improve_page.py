@@ -337,7 +337,9 @@ def _cost_section(summary: dict[str, Any]) -> str:
         [
             str(r["round"]),
             f"{r.get('train_passed', 0)} / {r.get('train_episodes', 0)}",
-            str(r.get("relabelled", 0)),
+            f"{r.get('relabelled', 0)} + {r['trimmed']}"
+            if r.get("trimmed")
+            else str(r.get("relabelled", 0)),
             str(len(r["candidates"])),
             count(r.get("tokens", 0)),
             duration(float(r.get("seconds", 0.0))),
@@ -370,7 +372,7 @@ def _cost_section(summary: dict[str, Any]) -> str:
             [
                 "round",
                 "training episodes passed",
-                "relabelled in hindsight",
+                "relabelled in hindsight (+ successes trimmed)",
                 "candidates",
                 "tokens",
                 "wall time",

@@ -35,6 +35,7 @@ from ratchet.core.trajectory import Trajectory
 from ratchet.engine.export import read_jsonl, write_jsonl
 from ratchet.engine.harness import replay
 from ratchet.engine.rollout import RolloutConfig, rollout
+from ratchet.improve.hindsight import lessons
 from ratchet.improve.levers.base import LeverContext, NoCandidate
 from ratchet.improve.levers.weights import (
     ADAPTER_DIR,
@@ -149,7 +150,7 @@ class DemosLever:
         if not demos:
             raise NoCandidate(f"no passing demonstration from {self.source} on practised tasks")
         write_jsonl(demos, context.workdir / DEMOS_FILE)
-        own = [t for t in context.experience if t.passed and t.task.env == env.name]
+        own = [t for t in lessons(context.experience) if t.task.env == env.name]
         settings = lora_settings(self, context)
         examples = [*demos, *(own if self.with_own else [])]
         out = context.workdir / ADAPTER_DIR

@@ -1,7 +1,8 @@
 """Rejection-sampling fine-tuning: a LoRA adapter trained on the agent's own verified successes.
 
 Keep the training episodes the verifier passed (hindsight relabels included, which is how a
-cold start with no real success still has data) and hand them to the model's trainer, which
+cold start with no real success still has data; a trimmed success in place of its source, see
+:func:`~ratchet.improve.hindsight.lessons`) and hand them to the model's trainer, which
 fine-tunes a fresh adapter on their assistant turns (see :mod:`ratchet.engine.models.training`).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ratchet.core.agent import Agent
+from ratchet.improve.hindsight import lessons
 from ratchet.improve.levers.base import LeverContext
 from ratchet.improve.levers.weights import (
     ADAPTER_DIR,
@@ -45,7 +47,7 @@ class RftLever:
             ValueError: If the incumbent's weights cannot be trained (no trainer).
         """
         trainer = trainer_of(context, self.name)
-        successes = [t for t in context.experience if t.passed and t.task.env == context.env.name][
+        successes = [t for t in lessons(context.experience) if t.task.env == context.env.name][
             -self.max_examples :
         ]
         settings = lora_settings(self, context)
