@@ -235,6 +235,34 @@ def test_an_episode_exploring_a_first_tool_opens_with_that_tool_and_then_chooses
     assert "first_tool" not in plain[0].metadata
 
 
+def test_an_episode_skipping_repeats_never_calls_an_argument_free_tool_twice_in_a_row():
+    from ratchet.envs.grid import env as grid
+
+    task = grid.tasks("train", 1, difficulty=1)[0]
+    allowed = []
+
+    def looker(prompt, rng):  # looks whenever it may, else checks its inventory
+        allowed.append(prompt.allowed_tools)
+        name = "look" if prompt.allowed_tools is None or "look" in prompt.allowed_tools else ""
+        return json.dumps({"name": name or "inventory", "arguments": {}})
+
+    agent = Agent(model="fake", max_turns=4)
+    (skipping,) = rollout(
+        grid,
+        [task],
+        agent,
+        BatchedFake(reply=looker),
+        explore=lambda t, s: Exploration(skip_repeats=True),
+    )
+    assert [c.name for c in skipping.calls] == ["look", "inventory", "look", "inventory"]
+    assert allowed[0] is None and "look" not in allowed[1] and "inventory" not in allowed[2]
+    assert {"move", "finish"} <= set(allowed[1]) and skipping.metadata["skip_repeats"] is True
+    (looping,) = rollout(
+        grid, [task], agent, BatchedFake(reply=looker), explore=lambda t, s: Exploration()
+    )
+    assert [c.name for c in looping.calls] == ["look"] * 4
+
+
 def test_an_episode_copying_its_arguments_is_offered_the_spans_of_its_conversation():
     task = TASKS[0]
     prompts, result = explore_once(task, Exploration(copy_arguments=True))

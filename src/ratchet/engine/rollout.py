@@ -78,12 +78,17 @@ class Exploration:
             conversation (:mod:`ratchet.engine.models.copying`): an agent that knows which
             tool to call but invents its arguments (an email, an order id) gets them right
             by choosing among what it was told. Enforced by the decoder.
+        skip_repeats: Never call a tool that takes no arguments right after calling it: with
+            nothing done in between, the call can only say again what it just said (a grid
+            agent that looks four times in a row learns nothing and leaves hindsight nothing
+            to name). Enforced by the decoder.
     """
 
     temperature: float | None = None
     min_calls: int = 0
     first_tool: int | None = None
     copy_arguments: bool = False
+    skip_repeats: bool = False
 
 
 Explore = Callable[[Task, int], Exploration]
@@ -296,6 +301,9 @@ def player(
                 prompt = replace(prompt, allowed_tools=(forced[0],))
             elif turn < own.min_calls:
                 prompt = replace(prompt, allowed_tools=_calls(prompt) or None)
+            if own.skip_repeats and turn and (repeat := _repeatable_last_call(prompt)):
+                names = prompt.allowed_tools or tuple(map(tool_name, prompt.tools))
+                prompt = replace(prompt, allowed_tools=tuple(n for n in names if n != repeat))
             if own.copy_arguments:
                 prompt = replace(prompt, copy_spans=conversation_spans(prompt.messages))
             if batcher is not None:
@@ -324,9 +332,25 @@ def player(
             metadata["first_tool"] = forced[0]
         if own.copy_arguments:
             metadata["copy_arguments"] = True
+        if own.skip_repeats:
+            metadata["skip_repeats"] = True
         return replace(played, metadata={**played.metadata, **metadata})
 
     return play
+
+
+def _repeatable_last_call(prompt: Prompt) -> str | None:
+    """The tool the last reply called, if it takes no arguments and another tool is offered."""
+    last = next((m for m in reversed(prompt.messages) if m.get("role") == "assistant"), None)
+    calls = (last or {}).get("tool_calls") or []
+    if not calls:
+        return None
+    name = calls[0].get("function", {}).get("name")
+    schema = next((t for t in prompt.tools if tool_name(t) == name), None)
+    if schema is None or schema.get("function", schema).get("parameters", {}).get("properties"):
+        return None
+    others = [n for n in prompt.allowed_tools or map(tool_name, prompt.tools) if n != name]
+    return name if others else None
 
 
 def _calls(prompt: Prompt) -> tuple[str, ...]:

@@ -62,6 +62,10 @@ class ImproveConfig:
         explore_copy_arguments: Make those same samples copy every free string and number
             argument from the conversation (a word, phrase or value it was shown; the decoder
             enforces it), for an agent that picks the right tool but invents its arguments.
+        explore_skip_repeats: Never let a training sample call a tool that takes no
+            arguments right after calling it (the decoder enforces it): nothing happened in
+            between, so the call would only repeat its result. For an agent that loops on one
+            call (a look or a listing) until its turns run out.
         seed: Master seed: tasks, samples, training.
         reflector: Model reference for levers that reflect on experience (default: the agent's).
         curve: Test every newly accepted version too, for the learning curve.
@@ -98,6 +102,7 @@ class ImproveConfig:
     explore_past_finish: bool = True
     explore_first_tool: bool = False
     explore_copy_arguments: bool = False
+    explore_skip_repeats: bool = False
     seed: int = 0
     reflector: str | None = None
     curve: bool = True

@@ -87,6 +87,7 @@ class Practice:
         ``explore_first_tool``, those same samples open with a call to a tool drawn per
         episode (any but ``finish``), so actions the agent never picks first get tried too;
         with ``explore_copy_arguments``, their free arguments are copied from the conversation.
+        With ``explore_skip_repeats``, no sample calls a tool without arguments twice in a row.
         """
         k, first = self.config.train_k, (number - 1) * self.config.train_k
         seed = self.config.seed + number
@@ -109,6 +110,7 @@ class Practice:
                 task.difficulty if withheld else 0,
                 zlib.crc32(f"{task.id}:{sample}".encode()) if varied else None,
                 self.config.explore_copy_arguments and odd,
+                self.config.explore_skip_repeats,
             )
 
         return self.play(agent, tasks, k, seed, "train", first, explore)
