@@ -85,14 +85,14 @@ def rows(demos: bool, seeds: Iterable[int] = (0,)) -> list[Row]:
         # points at p = 0.03, over the 0.017 a round's share of alpha allowed: two rounds on a
         # probe of 48, as shop's row has. 28 of round 1's 42 failed training episodes looked
         # four times in a row, leaving hindsight nothing to name: no sample repeats a call
-        # without arguments. rft alone then still took an item on 9 of 11 "go" test tasks
-        # (fetch 6 of 7): pairs learns move over take where one sample did each.
+        # without arguments. rft alone then still took an item on 9 of 11 "go" test tasks;
+        # adding pairs (move over take where one sample did each) lost 2 and 15 probe points
+        # in its two rounds and doubled the run's time.
         Row(
             "grid",
             replace(
                 longer,
                 env="grid",
-                levers=("rft", "pairs"),
                 max_difficulty=2,
                 probe_tasks=48,
                 explore_copy_arguments=True,
@@ -224,7 +224,7 @@ def _commit() -> str:
 
 
 def carried_over(row: Row, out: Path) -> dict[str, Any] | None:
-    """``row``'s record in docs/results.json (same env, seed and levers), if its env is unchanged.
+    """``row``'s record in docs/results.json (same env, seed and privilege), if its env holds.
 
     A record measured with settings the row has since changed keeps the command it ran, as a
     run read from ``out`` does (see :func:`run`); one measured on another env version is
@@ -235,10 +235,10 @@ def carried_over(row: Row, out: Path) -> dict[str, Any] | None:
         return None
     version = make_env(row.env).version
     for old in json.loads(path.read_text())["rows"]:
-        same_row = (old["env"], old.get("seed", 0), tuple(old["levers"])) == (
+        same_row = (old["env"], old.get("seed", 0), bool(old["privileged"])) == (
             row.env,
             row.config.seed,
-            row.config.levers,
+            "demos" in row.config.levers,
         )
         if not same_row:
             continue
