@@ -224,7 +224,7 @@ def _commit() -> str:
 
 
 def carried_over(row: Row, out: Path) -> dict[str, Any] | None:
-    """``row``'s record in docs/results.json (same env, seed and privilege), if its env holds.
+    """``row``'s record in docs/results.json (same env, seed and privilege) on this env version.
 
     A record measured with settings the row has since changed keeps the command it ran, as a
     run read from ``out`` does (see :func:`run`); one measured on another env version is
