@@ -301,9 +301,8 @@ def player(
                 prompt = replace(prompt, allowed_tools=(forced[0],))
             elif turn < own.min_calls:
                 prompt = replace(prompt, allowed_tools=_calls(prompt) or None)
-            if own.skip_repeats and turn and (repeat := _repeatable_last_call(prompt)):
-                names = prompt.allowed_tools or tuple(map(tool_name, prompt.tools))
-                prompt = replace(prompt, allowed_tools=tuple(n for n in names if n != repeat))
+            if own.skip_repeats and turn and (fresh := _without_repeat(prompt)):
+                prompt = replace(prompt, allowed_tools=fresh)
             if own.copy_arguments:
                 prompt = replace(prompt, copy_spans=conversation_spans(prompt.messages))
             if batcher is not None:
@@ -339,8 +338,11 @@ def player(
     return play
 
 
-def _repeatable_last_call(prompt: Prompt) -> str | None:
-    """The tool the last reply called, if it takes no arguments and another tool is offered."""
+def _without_repeat(prompt: Prompt) -> tuple[str, ...] | None:
+    """The tools ``prompt`` may call, without the last reply's if it takes no arguments.
+
+    ``None`` when there is nothing to leave out, or leaving it out would leave no tool.
+    """
     last = next((m for m in reversed(prompt.messages) if m.get("role") == "assistant"), None)
     calls = (last or {}).get("tool_calls") or []
     if not calls:
@@ -349,8 +351,9 @@ def _repeatable_last_call(prompt: Prompt) -> str | None:
     schema = next((t for t in prompt.tools if tool_name(t) == name), None)
     if schema is None or schema.get("function", schema).get("parameters", {}).get("properties"):
         return None
-    others = [n for n in prompt.allowed_tools or map(tool_name, prompt.tools) if n != name]
-    return name if others else None
+    names = prompt.allowed_tools or tuple(map(tool_name, prompt.tools))
+    others = tuple(n for n in names if n != name)
+    return others or None
 
 
 def _calls(prompt: Prompt) -> tuple[str, ...]:

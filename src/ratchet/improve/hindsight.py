@@ -70,7 +70,8 @@ def relabel_all(
     held_out = 0
     for episode in episodes:
         if episode.passed:
-            trimmed += [t for t in [trim(env, episode, agent)] if t is not None]
+            if (cut := trim(env, episode, agent)) is not None:
+                trimmed.append(cut)
             continue
         result = relabel(env, episode, agent)
         held_out += result.held_out

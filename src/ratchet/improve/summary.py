@@ -78,7 +78,7 @@ def round_lines(record: dict[str, Any]) -> str:
         f"  {record['train_passed']}/{record['train_episodes']} training episodes passed, "
         f"{record['relabelled']} relabelled in hindsight "
         f"({record['relabels_held_out']} held out: probe or test problems), "
-        f"{record.get('trimmed', 0)} passed episodes trimmed"
+        f"{record['trimmed']} passed episodes trimmed"
     ]
     temperatures = ", ".join(
         f"{t} ({passed}/{n})" for t, (passed, n) in record.get("explore_temperatures", {}).items()
