@@ -18,6 +18,7 @@ from ratchet.improve.gate import (
     retests,
     round_alpha,
     simulate,
+    spent_alpha,
     unreachable,
     winner,
 )
@@ -217,3 +218,25 @@ def test_unreachable_names_the_smallest_p_and_the_probe_size_needed():
     assert "at least 5 probe tasks" in problem
     assert unreachable(config, probe_tasks=5, rounds=1, candidates=1) is None
     assert "at least 7 probe tasks" in unreachable(config, probe_tasks=5, rounds=2, candidates=2)
+
+
+def test_rounds_added_on_resume_share_only_the_alpha_left():
+    config = GateConfig(alpha=0.05)
+    # Planned rounds each get their share, however many have run.
+    assert round_alpha(config, rounds=4, spent=0.025, done=2) == pytest.approx(0.0125)
+    # A 2-round run resumed with 4 rounds spent 0.025 per round: nothing is left.
+    assert round_alpha(config, rounds=4, spent=0.05, done=2) == 0.0
+    assert round_alpha(config, rounds=3, spent=0.025, done=1) == pytest.approx(0.0125)
+    problem = unreachable(config, probe_tasks=48, rounds=3, candidates=1, spent=0.05, done=2)
+    assert "spent all of alpha 0.05" in problem
+    assert "start a new run" in problem
+    assert unreachable(config, probe_tasks=48, rounds=3, candidates=1, spent=0.025, done=1) is None
+    tight = unreachable(config, probe_tasks=6, rounds=3, candidates=1, spent=0.04, done=1)
+    assert "the alpha 0.01 its 1 rounds so far left, over 2 rounds" in tight
+
+
+def test_a_round_spent_its_recorded_alpha_or_its_largest_threshold():
+    assert spent_alpha({"alpha": 0.02, "candidates": []}) == 0.02
+    old = {"candidates": [{"threshold": 0.0125}, {"threshold": 0.025}, {"reason": "none"}]}
+    assert spent_alpha(old) == 0.025  # Holm's thresholds end at the round's alpha
+    assert spent_alpha({"candidates": [{"reason": "nothing to propose"}]}) == 0.0

@@ -234,6 +234,14 @@ def test_an_existing_run_needs_resume_and_matching_settings(tmp_path):
         improve(CONFIG, env, tmp_path / "empty", lambda a, d: learning_model(), resume=True)
 
 
+def test_a_run_resumed_with_more_rounds_than_it_planned_keeps_the_alpha_bound(tmp_path):
+    planned = improve(CONFIG, env, tmp_path, lambda a, d: learning_model(), log=quiet)
+    assert [r["alpha"] for r in planned["rounds"]] == pytest.approx([0.025, 0.025])
+    more = replace(CONFIG, rounds=3)
+    with pytest.raises(ValueError, match=r"spent all of alpha 0\.05"):
+        improve(more, env, tmp_path, lambda a, d: learning_model(), resume=True, log=quiet)
+
+
 def test_cached_backends_build_each_model_and_adapter_once(tmp_path):
     built = []
     backends = cached_backends(

@@ -29,6 +29,7 @@ import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ratchet.core.stats import holm, paired_differences, permutation_p_value, smallest_p_value
 from ratchet.core.task import Task
@@ -105,28 +106,64 @@ class GateDecision:
     confirmed_flips: int | None = None
 
 
-def round_alpha(config: GateConfig, rounds: int) -> float:
-    """The share of ``alpha`` each of ``rounds`` rounds may spend."""
-    return config.alpha / max(1, rounds)
+def round_alpha(config: GateConfig, rounds: int, spent: float = 0.0, done: int = 0) -> float:
+    """The share of ``alpha`` the next of ``rounds`` rounds may spend.
+
+    What the ``done`` rounds so far left of ``alpha`` (they spent ``spent``) is split evenly
+    over the rounds still to run. A run that keeps the rounds it planned gives each round
+    ``alpha / rounds``; a run resumed with more rounds splits only what is left, so the false
+    accepts of the whole run stay bounded by ``alpha``.
+    """
+    return max(0.0, config.alpha - spent) / max(1, rounds - done)
 
 
-def unreachable(config: GateConfig, probe_tasks: int, rounds: int, candidates: int) -> str | None:
+def spent_alpha(record: Mapping[str, Any]) -> float:
+    """The share of ``alpha`` a completed round spent, from its record.
+
+    Rounds record it as ``alpha``; older records did not, and their largest Holm threshold
+    among the tested candidates is the round's alpha (none if it tested nothing).
+    """
+    if "alpha" in record:
+        return float(record["alpha"])
+    thresholds = [c["threshold"] for c in record.get("candidates", ()) if "threshold" in c]
+    return max(thresholds, default=0.0)
+
+
+def unreachable(
+    config: GateConfig,
+    probe_tasks: int,
+    rounds: int,
+    candidates: int,
+    spent: float = 0.0,
+    done: int = 0,
+) -> str | None:
     """Say why the gate could never accept anything with this probe size, or ``None``.
 
-    The best candidate of a round is held to ``alpha / rounds / candidates`` (Holm's first
-    threshold), and a paired permutation test on ``probe_tasks`` tasks cannot give a p-value
-    below ``0.5 ** probe_tasks``; if that is above the threshold, a run can only waste its time.
+    The best candidate of a round is held to its round's alpha (:func:`round_alpha`) over
+    ``candidates`` (Holm's first threshold), and a paired permutation test on ``probe_tasks``
+    tasks cannot give a p-value below ``0.5 ** probe_tasks``; if that is above the threshold,
+    a run can only waste its time. ``spent`` and ``done`` are a resumed run's rounds so far.
     """
-    threshold = round_alpha(config, rounds) / max(1, candidates)
+    threshold = round_alpha(config, rounds, spent, done) / max(1, candidates)
+    if threshold <= 0:
+        return (
+            f"the gate can never accept a candidate: the run's {done} rounds so far spent all "
+            f"of alpha {config.alpha:g}, so rounds added on resume have none left to spend; "
+            f"start a new run (another --out) with --rounds {rounds}"
+        )
     smallest = smallest_p_value(probe_tasks)
     if smallest <= threshold:
         return None
     needed = math.ceil(math.log2(1 / threshold))
+    left = f"the alpha {config.alpha - spent:.4g} its {done} rounds so far left"
+    share = (
+        f"alpha {config.alpha:g} over {rounds}" if done == 0 else f"{left}, over {rounds - done}"
+    )
+    share += " rounds"
     return (
         f"the gate can never accept a candidate: with {probe_tasks} probe tasks the smallest "
         f"reachable p-value is {smallest:.4g}, above the {threshold:.4g} the best candidate "
-        f"must reach (alpha {config.alpha:g} over {rounds} rounds and {candidates} levers); "
-        f"use at least {needed} probe tasks"
+        f"must reach ({share} and {candidates} levers); use at least {needed} probe tasks"
     )
 
 

@@ -76,6 +76,14 @@ def improve(
     levers = _levers(config, levers)
     _preflight(config, env, len(levers))
     with RunDir.open(out, config, resume=resume, log=log) as run:
+        if run.rounds_done < config.rounds:
+            # A resumed run with more rounds than it planned has only what its rounds left.
+            spent, done = run.alpha_spent, run.rounds_done
+            problem = unreachable(
+                config.gate, config.probe_tasks, config.rounds, len(levers), spent, done
+            )
+            if problem is not None:
+                raise ValueError(problem)
         trainers = trainer or (lambda: _trainer(config))
         practice = Practice(run, env, backends, reflector, trainers, progress, pool)
         if config.experience is not None:
@@ -104,7 +112,7 @@ def improve(
             probe = practice.probe_tasks(number, open_to)
             baseline = practice.probe(incumbent, probe)
             probed = {c.version: practice.probe(c, probe) for c in candidates}
-            alpha = round_alpha(config.gate, config.rounds)
+            alpha = round_alpha(config.gate, config.rounds, run.alpha_spent, run.rounds_done)
             decisions = decide_round(baseline, probed, config.gate, alpha)
             # A candidate only its pass->fail flips reject replays the flipped tasks, as does
             # the incumbent: one sampled failure cannot tell a broken task from a noisy one.
@@ -121,6 +129,7 @@ def improve(
                 practice.test(run.agent(best.candidate), test)
             record = round_record(number, incumbent, explored, learned, baseline, decisions, best)
             record["curriculum"] = {**chosen, "probe_to": practice.probe_top(open_to)}
+            record["alpha"] = alpha
             log(round_lines(run.end_round(record)))
         final = run.incumbent()
         if final.version not in run.tests:

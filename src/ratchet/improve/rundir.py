@@ -34,7 +34,7 @@ from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.store import DB_NAME, Store
 from ratchet.improve.config import ImproveConfig
-from ratchet.improve.gate import GateDecision, is_retest
+from ratchet.improve.gate import GateDecision, is_retest, spent_alpha
 from ratchet.improve.levers.base import NoCandidate
 
 STATE_FILE = "state.json"
@@ -297,6 +297,11 @@ class RunDir:
     def rounds(self) -> list[dict[str, Any]]:
         """The records of the completed rounds."""
         return list(self._state["rounds"])
+
+    @property
+    def alpha_spent(self) -> float:
+        """The gate's false-accept budget the completed rounds spent between them."""
+        return sum(spent_alpha(record) for record in self._state["rounds"])
 
     @property
     def model_errors(self) -> dict[str, Any]:
