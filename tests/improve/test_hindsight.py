@@ -25,7 +25,7 @@ def test_every_prefix_of_an_unfinished_exploration_is_a_verified_success_or_held
     )
     assert not wandering.passed and not wandering.terminated
     result = relabel(env, wandering, AGENT)
-    assert len(result.successes) + result.held_out == 2  # (2 + 33) * 2, and 2 + 33 alone
+    assert len(result.successes) + len(result.held_out) == 2  # (2 + 33) * 2, and 2 + 33 alone
     chains = {len(r.task.params["steps"]): r for r in result.successes}
     for relabelled in result.successes:
         assert relabelled.passed and relabelled.task.split == "train"
@@ -46,17 +46,26 @@ def test_a_wrong_submission_still_teaches_what_its_prefix_did():
     wrong = replay(env, TASK, calls(("add", {"a": 1, "b": 2}), ("finish", {"answer": "7"})))
     assert wrong.terminated
     result = relabel(env, wrong, AGENT)
-    assert len(result.successes) + result.held_out == 1
+    assert len(result.successes) + len(result.held_out) == 1
     for success in result.successes:
         assert success.task.params["answer"] == 3
         assert success.steps[-1].call.arguments == {"answer": "3"}
+
+
+def test_a_held_out_task_counts_once_however_often_it_is_described():
+    episodes = (replay(env, TASK, calls(("add", {"a": 2, "b": b}))) for b in range(1, 300))
+    episode = next(e for e in episodes if relabel(env, e, AGENT).held_out)
+    # Two samples that did the same thing describe the same held-out task twice.
+    both = relabel_all(env, [episode, episode], AGENT, max_difficulty=3)
+    assert both.held_out == relabel(env, episode, AGENT).held_out
+    assert len(both.held_out) == 1
 
 
 def test_successes_and_empty_episodes_give_nothing():
     solved = replay(env, TASK, env.oracle(TASK))
     assert relabel(env, solved, AGENT).successes == ()
     nothing = relabel(env, replay(env, TASK, []), AGENT)
-    assert nothing.successes == () and nothing.held_out == 0
+    assert nothing.successes == () and not nothing.held_out
 
 
 def test_relabel_all_keeps_one_success_per_task_within_the_difficulty_cap():
@@ -129,7 +138,7 @@ def test_an_episode_cut_off_by_its_budget_is_relabelled_only_with_a_finish():
     assert not any(t.passed or t.steps[-1].observation.done for t in cut_off)
     results = [relabel(files, t, AGENT) for t in cut_off]
     successes = [s for r in results for s in r.successes]
-    assert len(successes) + sum(r.held_out for r in results) == len(tasks) > 0
+    assert len(successes) + sum(len(r.held_out) for r in results) == len(tasks) > 0
     assert successes and all(s.passed for s in successes)
     assert all(s.steps[-1].call.name == "finish" for s in successes)
 

@@ -49,12 +49,13 @@ class Relabelled:
     Attributes:
         successes: Verified replays: on the described tasks, one per distinct task, and the
             trimmed passed episodes (see :func:`trim`), one per episode.
-        held_out: Described tasks dropped because their problem is in the probe or test split.
+        held_out: The ids of described tasks dropped because their problem is in the probe
+            or test split, each once however many views or episodes described it.
         trimmed: How many of ``successes`` are trimmed passed episodes.
     """
 
     successes: tuple[Trajectory, ...] = ()
-    held_out: int = 0
+    held_out: frozenset[str] = frozenset()
     trimmed: int = 0
 
 
@@ -67,18 +68,18 @@ def relabel_all(
     """
     found: dict[str, Trajectory] = {}
     trimmed: list[Trajectory] = []
-    held_out = 0
+    held_out: set[str] = set()
     for episode in episodes:
         if episode.passed:
             if (cut := trim(env, episode, agent)) is not None:
                 trimmed.append(cut)
             continue
         result = relabel(env, episode, agent)
-        held_out += result.held_out
+        held_out |= result.held_out
         for success in result.successes:
             if success.task.difficulty <= max_difficulty:
                 found.setdefault(success.task.id, success)
-    return Relabelled((*found.values(), *trimmed), held_out, len(trimmed))
+    return Relabelled((*found.values(), *trimmed), frozenset(held_out), len(trimmed))
 
 
 def trim(env: Env, trajectory: Trajectory, agent: Agent) -> Trajectory | None:
@@ -138,7 +139,7 @@ def relabel(env: Env, trajectory: Trajectory, agent: Agent) -> Relabelled:
     if describe is None or trajectory.passed or trajectory.error is not None:
         return Relabelled()
     found: dict[str, Trajectory] = {}
-    held_out = 0
+    held_out: set[str] = set()
     for view in _views(trajectory):
         try:
             spec = describe(view)
@@ -154,14 +155,14 @@ def relabel(env: Env, trajectory: Trajectory, agent: Agent) -> Relabelled:
             problem_key=problem_key_of(env),
         )
         if task.split != "train":
-            held_out += 1
+            held_out.add(task.id)
             continue
         if task.id in found:
             continue
         replayed = replay(env, task, view.calls, agent)
         if replayed.passed:
             found[task.id] = _replay_of(trajectory, replayed)
-    return Relabelled(tuple(found.values()), held_out)
+    return Relabelled(tuple(found.values()), frozenset(held_out))
 
 
 def _views(trajectory: Trajectory) -> list[Trajectory]:

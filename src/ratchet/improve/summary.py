@@ -36,7 +36,7 @@ def round_record(
         "train_passed": sum(t.passed for t in explored),
         "train_episodes": len(explored),
         "relabelled": len(learned.successes) - learned.trimmed,
-        "relabels_held_out": learned.held_out,
+        "relabels_held_out": len(learned.held_out),
         "trimmed": learned.trimmed,
         "explore_temperatures": _by_temperature(explored),
         **{
