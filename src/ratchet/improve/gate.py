@@ -155,11 +155,11 @@ def unreachable(
     if smallest <= threshold:
         return None
     needed = math.ceil(math.log2(1 / threshold))
-    left = f"the alpha {config.alpha - spent:.4g} its {done} rounds so far left"
-    share = (
-        f"alpha {config.alpha:g} over {rounds}" if done == 0 else f"{left}, over {rounds - done}"
-    )
-    share += " rounds"
+    if done == 0:
+        share = f"alpha {config.alpha:g} over {rounds} rounds"
+    else:
+        share = f"the alpha {config.alpha - spent:.4g} its {done} rounds so far left, over "
+        share += f"{rounds - done} rounds"
     return (
         f"the gate can never accept a candidate: with {probe_tasks} probe tasks the smallest "
         f"reachable p-value is {smallest:.4g}, above the {threshold:.4g} the best candidate "
