@@ -76,8 +76,8 @@ def improve(
     levers = _levers(config, levers)
     _preflight(config, env, len(levers))
     with RunDir.open(out, config, resume=resume, log=log) as run:
-        if run.rounds_done < config.rounds:
-            # A resumed run with more rounds than it planned has only what its rounds left.
+        if 0 < run.rounds_done < config.rounds:
+            # _preflight checked a fresh run; a resumed one has only what its rounds left.
             spent, done = run.alpha_spent, run.rounds_done
             problem = unreachable(
                 config.gate, config.probe_tasks, config.rounds, len(levers), spent, done
