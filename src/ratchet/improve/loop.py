@@ -76,14 +76,7 @@ def improve(
     levers = _levers(config, levers)
     _preflight(config, env, len(levers))
     with RunDir.open(out, config, resume=resume, log=log) as run:
-        if 0 < run.rounds_done < config.rounds:
-            # _preflight checked a fresh run; a resumed one has only what its rounds left.
-            spent, done = run.alpha_spent, run.rounds_done
-            problem = unreachable(
-                config.gate, config.probe_tasks, config.rounds, len(levers), spent, done
-            )
-            if problem is not None:
-                raise ValueError(problem)
+        _check_alpha_left(run, len(levers))
         trainers = trainer or (lambda: _trainer(config))
         practice = Practice(run, env, backends, reflector, trainers, progress, pool)
         if config.experience is not None:
@@ -92,49 +85,73 @@ def improve(
         base = practice.test(run.agent("base"), test)
         log(f"base test pass@1 {base.pass_at_1:.3f} ({base.n} tasks)")
         for number in range(run.rounds_done + 1, config.rounds + 1):
-            incumbent = run.incumbent()
-            log(f"round {number}: incumbent {incumbent.version}")
-            # Practise: explore the curriculum's tasks, then relabel what the failures achieved
-            # up to the open levels (longer relabels teach a weak model to keep calling tools)
-            # and trim the successes that acted on after reaching their goal.
-            tasks, chosen = run.round_tasks(number, partial(_curriculum, run, env, number))
-            explored = practice.explore(incumbent, tasks, number)
-            open_to = chosen.get("open_to", config.max_difficulty)
-            learned = relabel_all(env, explored, incumbent, open_to)
-            run.record(learned.successes)
-            # Propose: every lever turns the experience so far into at most one candidate.
-            candidates = []
-            for lever in levers:
-                propose = practice.proposal(lever, incumbent, number)
-                if (candidate := run.candidate(number, lever.name, incumbent, propose)) is not None:
-                    candidates.append(candidate)
-            # Gate: all candidates against the incumbent on this round's fresh probe sample.
-            probe = practice.probe_tasks(number, open_to)
-            baseline = practice.probe(incumbent, probe)
-            probed = {c.version: practice.probe(c, probe) for c in candidates}
-            alpha = round_alpha(config.gate, config.rounds, run.alpha_spent, run.rounds_done)
-            decisions = decide_round(baseline, probed, config.gate, alpha)
-            # A candidate only its pass->fail flips reject replays the flipped tasks, as does
-            # the incumbent: one sampled failure cannot tell a broken task from a noisy one.
-            if again := retests(decisions, config.gate):
-                by_version = {c.version: c for c in candidates}
-                retested = {
-                    version: practice.retest(incumbent, by_version[version], probe, flipped)
-                    for version, flipped in again.items()
-                }
-                decisions = decide_round(baseline, probed, config.gate, alpha, retested)
-            run.adopt(number, incumbent, decisions)
-            best = winner(decisions)
-            if best is not None and config.curve:
-                practice.test(run.agent(best.candidate), test)
-            record = round_record(number, incumbent, explored, learned, baseline, decisions, best)
-            record["curriculum"] = {**chosen, "probe_to": practice.probe_top(open_to)}
-            record["alpha"] = alpha
+            record = _round(practice, levers, number, test, log)
             log(round_lines(run.end_round(record)))
         final = run.incumbent()
         if final.version not in run.tests:
             practice.test(final, test)
         return run.finish(summary(run, env))
+
+
+def _round(
+    practice: Practice, levers: Sequence[Lever], number: int, test: Sequence[Task], log: Log
+) -> dict[str, Any]:
+    """Play round ``number``: practise, propose, gate, adopt; return the round's record."""
+    run, env, config = practice.run, practice.env, practice.config
+    incumbent = run.incumbent()
+    log(f"round {number}: incumbent {incumbent.version}")
+    # Practise: explore the curriculum's tasks, then relabel what the failures achieved
+    # up to the open levels (longer relabels teach a weak model to keep calling tools)
+    # and trim the successes that acted on after reaching their goal.
+    tasks, chosen = run.round_tasks(number, partial(_curriculum, run, env, number))
+    explored = practice.explore(incumbent, tasks, number)
+    open_to = chosen.get("open_to", config.max_difficulty)
+    learned = relabel_all(env, explored, incumbent, open_to)
+    run.record(learned.successes)
+    # Propose: every lever turns the experience so far into at most one candidate.
+    candidates = []
+    for lever in levers:
+        propose = practice.proposal(lever, incumbent, number)
+        if (candidate := run.candidate(number, lever.name, incumbent, propose)) is not None:
+            candidates.append(candidate)
+    # Gate: all candidates against the incumbent on this round's fresh probe sample.
+    probe = practice.probe_tasks(number, open_to)
+    baseline = practice.probe(incumbent, probe)
+    probed = {c.version: practice.probe(c, probe) for c in candidates}
+    alpha = round_alpha(config.gate, config.rounds, run.alpha_spent, run.rounds_done)
+    decisions = decide_round(baseline, probed, config.gate, alpha)
+    # A candidate only its pass->fail flips reject replays the flipped tasks, as does
+    # the incumbent: one sampled failure cannot tell a broken task from a noisy one.
+    if again := retests(decisions, config.gate):
+        by_version = {c.version: c for c in candidates}
+        retested = {
+            version: practice.retest(incumbent, by_version[version], probe, flipped)
+            for version, flipped in again.items()
+        }
+        decisions = decide_round(baseline, probed, config.gate, alpha, retested)
+    run.adopt(number, incumbent, decisions)
+    best = winner(decisions)
+    if best is not None and config.curve:
+        practice.test(run.agent(best.candidate), test)
+    record = round_record(number, incumbent, explored, learned, baseline, decisions, best)
+    record["curriculum"] = {**chosen, "probe_to": practice.probe_top(open_to)}
+    record["alpha"] = alpha
+    return record
+
+
+def _check_alpha_left(run: RunDir, candidates: int) -> None:
+    """Refuse to resume a run whose rounds so far left its gate no alpha to accept with.
+
+    :func:`_preflight` checked a fresh run against the whole alpha; a resumed one has only what
+    its rounds so far left.
+    """
+    config = run.config
+    if not 0 < run.rounds_done < config.rounds:
+        return
+    spent, done = run.alpha_spent, run.rounds_done
+    problem = unreachable(config.gate, config.probe_tasks, config.rounds, candidates, spent, done)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def _preflight(config: ImproveConfig, env: Env, candidates: int) -> None:

@@ -340,23 +340,15 @@ class RunDir:
         candidates = []
         nothing = self._state.get("no_candidate", {})
         for key, version in self._state["candidates"].items():
-            if key.split(":", 1)[0] != str(number):
+            round_of, lever = key.split(":", 1)
+            if round_of != str(number):
                 continue
-            lever = key.split(":", 1)[1]
             if version is None:
                 reason = nothing.get(key, "nothing to propose")
-                candidates.append(
-                    {"lever": lever, "version": None, "accepted": False, "reason": reason}
-                )
+                outcome = {"version": None, "accepted": False, "reason": reason}
             else:
-                candidates.append(
-                    {
-                        "lever": lever,
-                        "version": version,
-                        **decisions[version],
-                        **self.privileged(version),
-                    }
-                )
+                outcome = {"version": version, **decisions[version], **self.privileged(version)}
+            candidates.append({"lever": lever, **outcome})
         proposals = {
             key.split(":", 1)[1]: counts
             for key, counts in self._state["proposals"].items()

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from ratchet.core.agent import AGENT_FILE, Agent
 from ratchet.core.records import from_dict
+from ratchet.improve.rundir import AGENTS_DIR
 from ratchet.report.data import (
-    AGENTS_DIR,
     ReportError,
     Stored,
     is_improve_run,

@@ -20,9 +20,7 @@ from ratchet.core.trajectory import Trajectory
 from ratchet.engine.metrics import Metrics, summarize
 from ratchet.engine.store import DB_NAME, Run, Store
 from ratchet.improve.gate import is_retest
-
-SUMMARY_FILE = "summary.json"
-AGENTS_DIR = "agents"
+from ratchet.improve.rundir import AGENTS_DIR, SUMMARY_FILE
 
 Stored = tuple[int, Trajectory]
 
