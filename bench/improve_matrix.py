@@ -110,7 +110,9 @@ def rows(demos: bool, seeds: Iterable[int] = (0,)) -> list[Row]:
                 train_steps=90,
             ),
         ),
-        # move_file and search calls need about 52 tokens: the CPU preset's 48 would cut them.
+        # The oracle's level 1-2 move_file calls take up to 59 tokens: the CPU preset's 48
+        # would cut them. Its level-2 transform tasks (a sixth of level 2) rewrite a whole
+        # JSON file, 73-457 tokens a call (median 398): at 64 they cannot be solved.
         # The base never calls read_value (0 of 180 level-1 episodes; a third open with
         # list_files and repeat it) and invents move destinations: half the training samples
         # open with a drawn tool instead and copy their arguments from the task and results.
@@ -125,8 +127,9 @@ def rows(demos: bool, seeds: Iterable[int] = (0,)) -> list[Row]:
                 explore_copy_arguments=True,
             ),
         ),
-        # Its calls need up to about 79 tokens (exchange_items) and its emails about 26
-        # characters: at 48 the bounds cut emails and answers short (CapTooSmall warnings).
+        # The oracle's level 1-2 calls take up to 73 tokens (modify_*_address; measured on 300
+        # training tasks a level) and its emails about 26 characters: at 48 the bounds cut
+        # emails and answers short (CapTooSmall warnings).
         # The base invents emails (none of 165 free calls found a customer): half the
         # training samples copy their arguments from the request and the tools' results. A
         # probe of 24 could not accept a round-2 candidate 21 points better (p = 0.09).
