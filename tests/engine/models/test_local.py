@@ -146,6 +146,27 @@ def test_cache_root_follows_ratchet_cache_then_xdg(monkeypatch: pytest.MonkeyPat
     assert cache_root() == Path("/rc/models")
 
 
+@pytest.mark.parametrize(
+    ("cuda", "capability", "expected"),
+    [
+        (True, "AVX2", "bfloat16"),
+        (False, "AVX512", "bfloat16"),
+        (False, "AVX2", "float32"),
+        (False, "DEFAULT", "float32"),
+    ],
+)
+def test_weights_are_bf16_only_where_the_hardware_computes_it(
+    monkeypatch: pytest.MonkeyPatch, cuda: bool, capability: str, expected: str
+) -> None:
+    import torch
+
+    from ratchet.engine.models.local import default_dtype
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    assert default_dtype() == getattr(torch, expected)
+
+
 def test_embedded_model_file_is_found_in_the_installed_wheel() -> None:
     from ratchet.engine.models.local import EMBEDDED_FILE, embedded_model_file
 
