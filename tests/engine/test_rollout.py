@@ -274,3 +274,21 @@ def test_an_episode_copying_its_arguments_is_offered_the_spans_of_its_conversati
     assert result.metadata["copy_arguments"] is True and result.passed
     plain = rollout(env, [task], Agent(model="fake"), BatchedFake(reply=oracle_reply))
     assert "copy_arguments" not in plain[0].metadata
+
+
+def test_an_episode_chaining_its_calls_takes_up_each_successful_result():
+    task = next(t for t in TASKS if len(env.oracle(t)) == 3)  # two calls, then finish
+    prompts, result = explore_once(task, Exploration(copy_arguments=True, chain=True))
+    chains = [p.chain_spans for p in prompts]
+    assert chains[0] is None  # nothing to take up before the first result
+    for step, chain in zip(result.steps, chains[1:], strict=False):
+        assert step.observation.text in (chain or ())
+    assert result.metadata["chain"] is True and result.passed
+    (unchained,) = rollout(
+        env,
+        [task],
+        Agent(model="fake"),
+        BatchedFake(reply=oracle_reply),
+        explore=lambda t, s: Exploration(chain=True),  # no copying, no chaining
+    )
+    assert "chain" not in unchained.metadata

@@ -501,6 +501,18 @@ def test_with_explore_copy_arguments_every_second_training_sample_copies_them(tm
     assert summary["rounds"][0]["copy_arguments"] == [sum(t.passed for t in copied), len(copied)]
 
 
+def test_with_explore_chain_the_copying_samples_take_up_each_result(tmp_path):
+    with pytest.raises(ValueError, match="needs --explore-copy-arguments"):
+        replace(CONFIG, explore_chain=True)
+    config = replace(CONFIG, rounds=1, explore_copy_arguments=True, explore_chain=True)
+    summary, train, held_out = explored(config, tmp_path)
+    chained = [t for t in train if t.metadata.get("chain")]
+    assert chained and all(t.metadata.get("copy_arguments") for t in chained)
+    assert len(chained) == sum(1 for t in train if t.sample % 2)
+    assert not any("chain" in t.metadata for t in held_out)
+    assert summary["rounds"][0]["chain"] == [sum(t.passed for t in chained), len(chained)]
+
+
 def unsteady_model():
     """A calc agent that answers right with probability 0.6 without demonstrations and 0.85
     with them, the two drawing different random numbers, so a better candidate still fails

@@ -54,7 +54,7 @@ from ratchet.engine.models.base import (
     WindowedModel,
     tool_name,
 )
-from ratchet.engine.models.copying import conversation_spans
+from ratchet.engine.models.copying import conversation_spans, result_spans
 
 Play = Callable[[Task, int], Trajectory]
 
@@ -82,6 +82,11 @@ class Exploration:
             nothing done in between, the call can only say again what it just said (a grid
             agent that looks four times in a row learns nothing and leaves hindsight nothing
             to name). Enforced by the decoder.
+        chain: With ``copy_arguments``, every call after a successful one copies at least
+            one argument from that call's result (:func:`.copying.chain_on`): an agent made to
+            go on past its first call otherwise repeats that call's arguments, and a plan of
+            several steps is calls that take up what the last one returned. Enforced by the
+            decoder.
     """
 
     temperature: float | None = None
@@ -89,6 +94,7 @@ class Exploration:
     first_tool: int | None = None
     copy_arguments: bool = False
     skip_repeats: bool = False
+    chain: bool = False
 
 
 Explore = Callable[[Task, int], Exploration]
@@ -146,8 +152,9 @@ def rollout(
         description: Label for the progress bar.
         explore: ``explore(task, sample)``: how each episode explores (recorded in its
             ``metadata["temperature"]``, ``metadata["min_calls"]``,
-            ``metadata["first_tool"]`` and ``metadata["copy_arguments"]``); ``None``: the
-            agent as it is.
+            ``metadata["first_tool"]``, ``metadata["copy_arguments"]``,
+            ``metadata["skip_repeats"]`` and ``metadata["chain"]``); ``None``: the agent as
+            it is.
 
     Raises:
         ValueError: If a model-driven agent is given no model.
@@ -305,6 +312,8 @@ def player(
                 prompt = replace(prompt, allowed_tools=fresh)
             if own.copy_arguments:
                 prompt = replace(prompt, copy_spans=conversation_spans(prompt.messages))
+                if own.chain:
+                    prompt = replace(prompt, chain_spans=result_spans(prompt.messages))
             if batcher is not None:
                 return batcher.complete(prompt, sampling)
             return model.complete([prompt], sampling)[0]
@@ -333,6 +342,8 @@ def player(
             metadata["copy_arguments"] = True
         if own.skip_repeats:
             metadata["skip_repeats"] = True
+        if own.copy_arguments and own.chain:
+            metadata["chain"] = True
         return replace(played, metadata={**played.metadata, **metadata})
 
     return play

@@ -62,6 +62,10 @@ class ImproveConfig:
         explore_copy_arguments: Make those same samples copy every free string and number
             argument from the conversation (a word, phrase or value it was shown; the decoder
             enforces it), for an agent that picks the right tool but invents its arguments.
+        explore_chain: Make those copying samples take up each result: every call after a
+            successful one copies at least one argument from that call's result (the decoder
+            enforces it), for an agent that, made to go on, repeats its first call's arguments
+            instead of acting on what the call returned. Needs ``explore_copy_arguments``.
         explore_skip_repeats: Never let a training sample call a tool that takes no
             arguments right after calling it (the decoder enforces it): nothing happened in
             between, so the call would only repeat its result. For an agent that loops on one
@@ -102,6 +106,7 @@ class ImproveConfig:
     explore_past_finish: bool = True
     explore_first_tool: bool = False
     explore_copy_arguments: bool = False
+    explore_chain: bool = False
     explore_skip_repeats: bool = False
     seed: int = 0
     reflector: str | None = None
@@ -116,12 +121,17 @@ class ImproveConfig:
     gate: GateConfig = field(default_factory=GateConfig)
 
     def __post_init__(self) -> None:
-        """Refuse a demos source that cannot work before any episode is played.
+        """Refuse settings that cannot work before any episode is played.
 
         Raises:
-            ValueError: If the demos lever is asked for with a source that is neither
-                ``oracle``, ``teacher`` (with a reflector) nor an existing file.
+            ValueError: If ``explore_chain`` is set without ``explore_copy_arguments``, or the
+                demos lever is asked for with a source that is neither ``oracle``,
+                ``teacher`` (with a reflector) nor an existing file.
         """
+        if self.explore_chain and not self.explore_copy_arguments:
+            raise ValueError(
+                "--explore-chain needs --explore-copy-arguments: it copies from results"
+            )
         if "demos" not in self.levers or self.demos == "oracle":
             return
         if self.demos == "teacher" and self.reflector is None:

@@ -86,7 +86,8 @@ class Practice:
         the next level needs, and leaves nothing to learn them from. With
         ``explore_first_tool``, those same samples open with a call to a tool drawn per
         episode (any but ``finish``), so actions the agent never picks first get tried too;
-        with ``explore_copy_arguments``, their free arguments are copied from the conversation.
+        with ``explore_copy_arguments``, their free arguments are copied from the conversation,
+        and with ``explore_chain`` each call takes up one value of the result before it.
         With ``explore_skip_repeats``, no sample calls a tool without arguments twice in a row.
         """
         k, first = self.config.train_k, (number - 1) * self.config.train_k
@@ -111,6 +112,7 @@ class Practice:
                 zlib.crc32(f"{task.id}:{sample}".encode()) if varied else None,
                 self.config.explore_copy_arguments and odd,
                 self.config.explore_skip_repeats,
+                self.config.explore_chain,
             )
 
         return self.play(agent, tasks, k, seed, "train", first, explore)

@@ -52,6 +52,7 @@ _CONSTRAINED = (
     ("first_tool", "first_tool", "opening with a drawn tool"),
     ("copy_arguments", "copy_arguments", "copying their arguments"),
     ("skip_repeats", "skip_repeats", "never repeating a call without arguments"),
+    ("chain", "chain", "taking up each result"),
 )
 """Each way a training episode is constrained: its round-record key, the episode metadata that
 marks it, and how the log says it."""

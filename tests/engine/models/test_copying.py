@@ -2,7 +2,13 @@ import json
 
 from ratchet.engine.models.base import Prompt, offered_tools
 from ratchet.engine.models.constrain import tool_call_grammar
-from ratchet.engine.models.copying import MAX_SPANS, conversation_spans, copy_only
+from ratchet.engine.models.copying import (
+    MAX_SPANS,
+    chain_on,
+    conversation_spans,
+    copy_only,
+    result_spans,
+)
 
 MESSAGES = (
     {"role": "system", "content": "You solve tasks by calling tools."},
@@ -76,3 +82,88 @@ def test_a_prompt_with_copy_spans_offers_restricted_tools_that_compile_to_a_gram
     assert "fatima.ahmed57@example.com" in email["enum"]
     assert offered_tools(Prompt(MESSAGES, (LOOKUP,))) == (LOOKUP,)
     assert tool_call_grammar([offered], 96, lambda text: len(text) // 3 + 1)
+
+
+CALC = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                "required": ["a", "b"],
+            },
+        },
+    }
+    for name in ("add", "subtract")
+] + [
+    {"type": "function", "function": {"name": "look", "parameters": {"type": "object"}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "finish",
+            "parameters": {"type": "object", "properties": {"answer": {"type": "string"}}},
+        },
+    },
+]
+STEPPED = (
+    {"role": "user", "content": "Compute (49 * 8) - 12."},
+    {"role": "assistant", "content": None},
+    {"role": "tool", "content": "392"},
+)
+
+
+def test_the_latest_result_gives_spans_only_when_it_succeeded():
+    assert result_spans(STEPPED) == ("392",)
+    assert result_spans(STEPPED[:1]) is None  # no result yet
+    failed = (*STEPPED[:2], {"role": "tool", "content": "Error: division by zero"})
+    assert result_spans(failed) is None
+
+
+def test_a_chained_call_takes_one_argument_from_the_latest_result():
+    restricted = copy_only(CALC, conversation_spans(STEPPED))
+    add, subtract, finish = chain_on(restricted, result_spans(STEPPED) or ())
+    options = add["function"]["parameters"]["anyOf"]
+    assert [o["properties"]["a"]["enum"] for o in options] == [[392], [49, 8, 12, 392]]
+    assert [o["properties"]["b"]["enum"] for o in options] == [[49, 8, 12, 392], [392]]
+    assert finish["function"]["parameters"]["properties"]["answer"]["enum"] == ["392"]
+    assert finish["function"]["parameters"]["required"] == ["answer"]
+    assert "look" not in {t["function"]["name"] for t in (add, subtract, finish)}
+    assert tool_call_grammar([add, subtract, finish], 96, lambda text: len(text) // 3 + 1)
+    # A result no argument can take leaves the tools as they were.
+    assert chain_on(restricted, ["nothing useful"]) == restricted
+
+
+def test_a_prompt_with_chain_spans_offers_only_chained_calls():
+    prompt = Prompt(
+        STEPPED,
+        tuple(CALC),
+        copy_spans=conversation_spans(STEPPED),
+        chain_spans=result_spans(STEPPED),
+    )
+    assert [t["function"]["name"] for t in offered_tools(prompt)] == ["add", "subtract", "finish"]
+    free = Prompt(STEPPED, tuple(CALC), chain_spans=result_spans(STEPPED))
+    assert offered_tools(free) == tuple(CALC)  # chaining applies with copying only
+
+
+def test_closed_values_are_taken_up_when_the_result_mentions_them_as_words():
+    def tool(name, item):
+        return {
+            "type": "function",
+            "function": {
+                "name": name,
+                "parameters": {"type": "object", "properties": {"item": item}},
+            },
+        }
+
+    use = tool("use", {"type": "string", "enum": ["brass key", "iron key"]})
+    take = tool("take", {"type": "string", "const": "clay"})
+    latest = conversation_spans(({"role": "tool", "content": "You pick up the brass key."},))
+    assert "brass key" not in latest  # no span is exactly the item's name
+    (chained,) = chain_on([use, take], latest)
+    assert chained["function"]["parameters"]["properties"]["item"]["enum"] == ["brass key"]
+    assert chained["function"]["parameters"]["required"] == ["item"]
+    walked = conversation_spans(({"role": "tool", "content": "You see: clay. Doors: west."},))
+    (taken,) = chain_on([use, take], walked)
+    assert taken["function"]["name"] == "take"  # a const the result names is taken up

@@ -12,7 +12,7 @@ from rich.progress import Progress
 
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Trajectory
-from ratchet.engine.models.copying import copy_only
+from ratchet.engine.models.copying import chain_on, copy_only
 
 
 class ModelError(RuntimeError):
@@ -37,6 +37,9 @@ class Prompt:
         copy_spans: Values the reply's free string and number arguments must be copied from
             (spans of the conversation, see :mod:`.copying`; ``None``: free). Enforced like
             ``allowed_tools``.
+        chain_spans: Values at least one argument of the reply must be copied from (the
+            spans of the latest tool result, see :func:`.copying.chain_on`; ``None``: no
+            such requirement). Applies with ``copy_spans`` only; enforced like it.
         seed: This reply's own sampling seed, overriding the batch's (``Sampling.seed`` plus
             the prompt's position), so the reply samples alike in whatever batch it lands;
             ``None``: the batch's.
@@ -48,6 +51,7 @@ class Prompt:
     temperature: float | None = None
     allowed_tools: tuple[str, ...] | None = None
     copy_spans: tuple[str, ...] | None = None
+    chain_spans: tuple[str, ...] | None = None
     seed: int | None = None
 
 
@@ -61,13 +65,17 @@ def tool_name(tool: dict[str, Any]) -> str:
 def offered_tools(prompt: Prompt) -> tuple[dict[str, Any], ...]:
     """The tools ``prompt``'s reply may call: ``tools`` narrowed and restricted as it says.
 
-    ``allowed_tools`` narrows which tools; ``copy_spans`` restricts their free arguments.
+    ``allowed_tools`` narrows which tools; ``copy_spans`` restricts their free arguments, and
+    ``chain_spans`` makes one of them take a value of the latest result.
     """
     tools = prompt.tools
     if prompt.allowed_tools is not None:
         allowed = set(prompt.allowed_tools)
         tools = tuple(tool for tool in tools if tool_name(tool) in allowed)
-    return tools if prompt.copy_spans is None else copy_only(tools, prompt.copy_spans)
+    if prompt.copy_spans is None:
+        return tools
+    tools = copy_only(tools, prompt.copy_spans)
+    return tools if prompt.chain_spans is None else chain_on(tools, prompt.chain_spans)
 
 
 def estimate_tokens(prompt: Prompt) -> int:

@@ -6,6 +6,13 @@ customer ``fatima.ahmed57@example.com``, the embedded 135M model looks up
 number argument to a span of the conversation so far (the task's words and phrases, and the
 values the tools returned), leaving the choice of which span to the model; a success found
 this way is still the model's own reply, word for word, and trains like any other.
+
+Chaining goes one step further: at least one argument of the reply must be copied from the
+latest tool result (:func:`result_spans`, :func:`chain_on`). A small model that learned one
+call then ``finish`` and is made to go on tends to repeat its first call's arguments (after
+``multiply(49, 8) -> 392`` it calls ``subtract(49, 8)``); a call that takes up what the last
+one returned (``subtract(392, ...)``, the order listed, the room reached) is what every
+multi-step plan is made of.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import copy
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 MAX_SPANS = 400
@@ -66,6 +74,37 @@ def _spans(text: str) -> list[str]:
     return [*words, *_QUOTED.findall(text), *(p for p in phrases if " " in p), *tails]
 
 
+@dataclass(frozen=True)
+class _Values:
+    """What arguments may be copied from: spans, the numbers among them, and their text."""
+
+    strings: list[str]
+    numbers: list[int | float]
+    text: str
+
+    @classmethod
+    def of(cls, spans: Sequence[str]) -> _Values:
+        numbers = [number for span in spans if (number := _number(span)) is not None]
+        return cls(list(spans), numbers, "\n".join(spans))
+
+    def mention(self, value: object) -> bool:
+        """Whether ``value`` is one of the spans, or a string that occurs in one as words.
+
+        Closed-set values are matched as words inside spans too: ``brass key`` is mentioned
+        by "You pick up the brass key." though no span is exactly it.
+        """
+        if isinstance(value, str):
+            if value in self.strings:
+                return True
+            return (
+                bool(value)
+                and re.search(rf"(?<!\w){re.escape(value)}(?!\w)", self.text) is not None
+            )
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return any(value == n and not isinstance(n, bool) for n in self.numbers)
+        return False
+
+
 def copy_only(tools: Sequence[dict[str, Any]], spans: Sequence[str]) -> tuple[dict[str, Any], ...]:
     """``tools`` with every free string and number argument restricted to ``spans``.
 
@@ -75,48 +114,102 @@ def copy_only(tools: Sequence[dict[str, Any]], spans: Sequence[str]) -> tuple[di
     span that reads as one. Nested objects and arrays are restricted item by item. A property
     with no span of its type is left free.
     """
-    strings = list(spans)
-    numbers = [number for span in spans if (number := _number(span)) is not None]
+    values = _Values.of(spans)
     restricted = []
     for tool in tools:
         tool = copy.deepcopy(tool)
         function = tool.get("function", tool)
         if isinstance(function.get("parameters"), dict):
-            _restrict(function["parameters"], strings, numbers)
+            _restrict(function["parameters"], values)
         restricted.append(tool)
     return tuple(restricted)
 
 
-def _restrict(schema: dict[str, Any], strings: list[str], numbers: list[int | float]) -> None:
+def result_spans(messages: Sequence[dict[str, Any]]) -> tuple[str, ...] | None:
+    """The spans of the latest tool result, if the conversation ends with one that succeeded.
+
+    ``None`` when the last message is not a tool result, or is an error (``Error: ...``): an
+    error message names what went wrong, not something to act on.
+    """
+    if not messages or messages[-1].get("role") != "tool":
+        return None
+    text = messages[-1].get("content")
+    if not isinstance(text, str) or text.startswith("Error:"):
+        return None
+    return conversation_spans(messages[-1:]) or None
+
+
+def chain_on(tools: Sequence[dict[str, Any]], latest: Sequence[str]) -> tuple[dict[str, Any], ...]:
+    """``tools`` (already restricted by :func:`copy_only`) with one argument copied from ``latest``.
+
+    Each tool's parameters become ``anyOf`` one alternative per top-level argument that can
+    take a value of ``latest`` (an ``enum`` narrowed to the values ``latest`` mentions, and
+    that argument required); which argument carries the result is the model's choice. A tool
+    none of whose arguments can take one (no arguments, or none mentioned) is left out; when
+    that leaves no tool, ``tools`` are returned as they are.
+    """
+    values = _Values.of(latest)
+    chained = []
+    for tool in tools:
+        function = tool.get("function", tool)
+        parameters = function.get("parameters")
+        if not isinstance(parameters, dict):
+            continue
+        options = _chain_options(parameters, values)
+        if not options:
+            continue
+        tool = copy.deepcopy(tool)
+        tool.get("function", tool)["parameters"] = (
+            options[0] if len(options) == 1 else {"anyOf": options}
+        )
+        chained.append(tool)
+    return tuple(chained) or tuple(tools)
+
+
+def _chain_options(parameters: dict[str, Any], latest: _Values) -> list[dict[str, Any]]:
+    """One copy of ``parameters`` per argument that can take a value of the latest result.
+
+    An argument can when its values (an ``enum``, or a ``const``: a closed set of one) include
+    one the result mentions.
+    """
+    options = []
+    for name, child in (parameters.get("properties") or {}).items():
+        if not isinstance(child, dict):
+            continue
+        closed = [child["const"]] if "const" in child else child.get("enum")
+        mentioned = [v for v in closed if latest.mention(v)] if isinstance(closed, list) else []
+        if not mentioned:
+            continue
+        option = copy.deepcopy(parameters)
+        if "const" not in child:
+            option["properties"][name] = {**child, "enum": mentioned}
+        option["required"] = sorted({*option.get("required", []), name})
+        options.append(option)
+    return options
+
+
+def _restrict(schema: dict[str, Any], values: _Values) -> None:
     if "const" in schema:
         return
     if isinstance(schema.get("enum"), list):
-        mentioned = [value for value in schema["enum"] if _mentioned(value, strings, numbers)]
+        mentioned = [value for value in schema["enum"] if values.mention(value)]
         schema["enum"] = mentioned or schema["enum"]
         return
     kind = schema.get("type")
     if kind == "object":
         for child in (schema.get("properties") or {}).values():
             if isinstance(child, dict):
-                _restrict(child, strings, numbers)
+                _restrict(child, values)
     elif kind == "array" and isinstance(schema.get("items"), dict):
-        _restrict(schema["items"], strings, numbers)
-    elif kind == "string" and strings:
-        schema["enum"] = strings
+        _restrict(schema["items"], values)
+    elif kind == "string" and values.strings:
+        schema["enum"] = list(values.strings)
     elif kind == "integer":
-        whole = [n for n in numbers if isinstance(n, int)]
+        whole = [n for n in values.numbers if isinstance(n, int)]
         if whole:
             schema["enum"] = whole
-    elif kind == "number" and numbers:
-        schema["enum"] = numbers
-
-
-def _mentioned(value: object, strings: list[str], numbers: list[int | float]) -> bool:
-    if isinstance(value, str):
-        return value in strings
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return any(value == n and not isinstance(n, bool) for n in numbers)
-    return False
+    elif kind == "number" and values.numbers:
+        schema["enum"] = list(values.numbers)
 
 
 def _number(span: str) -> int | float | None:
