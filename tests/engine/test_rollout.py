@@ -276,6 +276,19 @@ def test_an_episode_copying_its_arguments_is_offered_the_spans_of_its_conversati
     assert "copy_arguments" not in plain[0].metadata
 
 
+def test_an_episode_spending_values_is_never_offered_one_an_earlier_call_passed():
+    task = TASKS[3]  # (((19 * 8) + 50) * 7) + 7: four calls, the 7 passed twice
+    exploration = Exploration(copy_arguments=True, chain=True, fresh=True)
+    prompts, result = explore_once(task, exploration)
+    first_call = env.oracle(task)[0]
+    spent = {str(v) for v in first_call.arguments.values()}
+    assert spent <= set(prompts[0].copy_spans or ())
+    assert not spent & set(prompts[1].copy_spans or ())
+    assert result.steps[0].observation.text in (prompts[1].copy_spans or ())
+    assert "7" in (prompts[3].copy_spans or ())  # given twice, passed once so far
+    assert result.passed and result.metadata["fresh"] is True  # the oracle's plan still fits
+
+
 def test_an_episode_chaining_its_calls_takes_up_each_successful_result():
     task = next(t for t in TASKS if len(env.oracle(t)) == 3)  # two calls, then finish
     prompts, result = explore_once(task, Exploration(copy_arguments=True, chain=True))

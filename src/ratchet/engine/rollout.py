@@ -43,7 +43,7 @@ from ratchet.core.trajectory import Trajectory
 from ratchet.engine.batching import Batcher
 from ratchet.engine.context import Context, ContextPolicy
 from ratchet.engine.guard import guarded
-from ratchet.engine.harness import Budget, crashed, replay, run_episode
+from ratchet.engine.harness import Budget, crashed, parse_action, replay, run_episode
 from ratchet.engine.models.base import (
     BatchedModel,
     Completion,
@@ -54,7 +54,7 @@ from ratchet.engine.models.base import (
     WindowedModel,
     tool_name,
 )
-from ratchet.engine.models.copying import conversation_spans, result_spans
+from ratchet.engine.models.copying import conversation_spans, result_spans, unspent
 
 Play = Callable[[Task, int], Trajectory]
 
@@ -87,6 +87,11 @@ class Exploration:
             go on past its first call otherwise repeats that call's arguments, and a plan of
             several steps is calls that take up what the last one returned. Enforced by the
             decoder.
+        fresh: With ``copy_arguments``, a value an earlier call of the episode passed as an argument
+            is no longer offered, unless the conversation mentions it again
+            (:func:`.copying.unspent`; a result, a number given twice): an agent made to take up a
+            result otherwise passes the first call's operands again beside it, where the plan needs
+            the next given value. Enforced by the decoder.
     """
 
     temperature: float | None = None
@@ -95,6 +100,7 @@ class Exploration:
     copy_arguments: bool = False
     skip_repeats: bool = False
     chain: bool = False
+    fresh: bool = False
 
 
 Explore = Callable[[Task, int], Exploration]
@@ -153,8 +159,8 @@ def rollout(
         explore: ``explore(task, sample)``: how each episode explores (recorded in its
             ``metadata["temperature"]``, ``metadata["min_calls"]``,
             ``metadata["first_tool"]``, ``metadata["copy_arguments"]``,
-            ``metadata["skip_repeats"]`` and ``metadata["chain"]``); ``None``: the agent as
-            it is.
+            ``metadata["skip_repeats"]``, ``metadata["chain"]`` and ``metadata["fresh"]``);
+            ``None``: the agent as it is.
 
     Raises:
         ValueError: If a model-driven agent is given no model.
@@ -294,6 +300,7 @@ def player(
         # The episode's own temperature travels with its prompts, so a batch can mix them.
         own = Exploration() if explore is None else explore(task, sample)
         forced: list[str] = []
+        spent: list[object] = []
 
         def policy(prompt: Prompt, turn: int) -> Completion:
             # The seed travels with the prompt too: the batcher merges this request with
@@ -311,12 +318,18 @@ def player(
             if own.skip_repeats and turn and (fresh := _without_repeat(prompt)):
                 prompt = replace(prompt, allowed_tools=fresh)
             if own.copy_arguments:
-                prompt = replace(prompt, copy_spans=conversation_spans(prompt.messages))
+                messages = prompt.messages
+                spans = unspent(messages, spent) if own.fresh else conversation_spans(messages)
+                prompt = replace(prompt, copy_spans=spans)
                 if own.chain:
                     prompt = replace(prompt, chain_spans=result_spans(prompt.messages))
             if batcher is not None:
-                return batcher.complete(prompt, sampling)
-            return model.complete([prompt], sampling)[0]
+                completion = batcher.complete(prompt, sampling)
+            else:
+                completion = model.complete([prompt], sampling)[0]
+            if own.fresh and isinstance(call := parse_action(completion), ToolCall):
+                spent.extend(call.arguments.values())
+            return completion
 
         demos = index.select(task, agent.exemplars_per_task, agent.exemplar_token_budget)
         skills = select_skills(agent.skills, task, agent.skills_per_task)
@@ -344,6 +357,8 @@ def player(
             metadata["skip_repeats"] = True
         if own.copy_arguments and own.chain:
             metadata["chain"] = True
+        if own.copy_arguments and own.fresh:
+            metadata["fresh"] = True
         return replace(played, metadata={**played.metadata, **metadata})
 
     return play

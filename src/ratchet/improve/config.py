@@ -66,6 +66,11 @@ class ImproveConfig:
             successful one copies at least one argument from that call's result (the decoder
             enforces it), for an agent that, made to go on, repeats its first call's arguments
             instead of acting on what the call returned. Needs ``explore_copy_arguments``.
+        explore_fresh_arguments: Make those copying samples spend each value: a value an earlier
+            call of the episode passed is no longer offered, unless mentioned again (a result, a
+            number given twice; the decoder enforces it), for an agent that, made to take up a
+            result, passes the first call's operands again beside it instead of the next given
+            value. Needs ``explore_copy_arguments``.
         explore_skip_repeats: Never let a training sample call a tool that takes no
             arguments right after calling it (the decoder enforces it): nothing happened in
             between, so the call would only repeat its result. For an agent that loops on one
@@ -107,6 +112,7 @@ class ImproveConfig:
     explore_first_tool: bool = False
     explore_copy_arguments: bool = False
     explore_chain: bool = False
+    explore_fresh_arguments: bool = False
     explore_skip_repeats: bool = False
     seed: int = 0
     reflector: str | None = None
@@ -124,13 +130,19 @@ class ImproveConfig:
         """Refuse settings that cannot work before any episode is played.
 
         Raises:
-            ValueError: If ``explore_chain`` is set without ``explore_copy_arguments``, or the
+            ValueError: If ``explore_chain`` or ``explore_fresh_arguments`` is set without
+                ``explore_copy_arguments``, or the
                 demos lever is asked for with a source that is neither ``oracle``,
                 ``teacher`` (with a reflector) nor an existing file.
         """
         if self.explore_chain and not self.explore_copy_arguments:
             raise ValueError(
                 "--explore-chain needs --explore-copy-arguments: it copies from results"
+            )
+        if self.explore_fresh_arguments and not self.explore_copy_arguments:
+            raise ValueError(
+                "--explore-fresh-arguments needs --explore-copy-arguments: it narrows what "
+                "arguments are copied from"
             )
         if "demos" not in self.levers or self.demos == "oracle":
             return

@@ -87,7 +87,8 @@ class Practice:
         ``explore_first_tool``, those same samples open with a call to a tool drawn per
         episode (any but ``finish``), so actions the agent never picks first get tried too;
         with ``explore_copy_arguments``, their free arguments are copied from the conversation,
-        and with ``explore_chain`` each call takes up one value of the result before it.
+        with ``explore_chain`` each call takes up one value of the result before it, and with
+        ``explore_fresh_arguments`` no value is passed twice.
         With ``explore_skip_repeats``, no sample calls a tool without arguments twice in a row.
         """
         k, first = self.config.train_k, (number - 1) * self.config.train_k
@@ -113,6 +114,7 @@ class Practice:
                 self.config.explore_copy_arguments and odd,
                 self.config.explore_skip_repeats,
                 self.config.explore_chain,
+                self.config.explore_fresh_arguments,
             )
 
         return self.play(agent, tasks, k, seed, "train", first, explore)

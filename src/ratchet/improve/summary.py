@@ -53,6 +53,7 @@ _CONSTRAINED = (
     ("copy_arguments", "copy_arguments", "copying their arguments"),
     ("skip_repeats", "skip_repeats", "never repeating a call without arguments"),
     ("chain", "chain", "taking up each result"),
+    ("fresh", "fresh", "spending each value once"),
 )
 """Each way a training episode is constrained: its round-record key, the episode metadata that
 marks it, and how the log says it."""

@@ -8,6 +8,7 @@ from ratchet.engine.models.copying import (
     conversation_spans,
     copy_only,
     result_spans,
+    unspent,
 )
 
 MESSAGES = (
@@ -133,6 +134,25 @@ def test_a_chained_call_takes_one_argument_from_the_latest_result():
     assert tool_call_grammar([add, subtract, finish], 96, lambda text: len(text) // 3 + 1)
     # A result no argument can take leaves the tools as they were.
     assert chain_on(restricted, ["nothing useful"]) == restricted
+
+
+def test_a_value_is_spent_once_passed_as_often_as_the_conversation_mentions_it():
+    def numbers(messages, spent):
+        return [span for span in unspent(messages, spent) if span.isdigit()]
+
+    assert numbers(STEPPED, []) == ["49", "8", "12", "392"]
+    assert numbers(STEPPED, [49, 8.0]) == ["12", "392"]
+    # A result equal to a value already passed is a new mention; so is a number given twice.
+    equal = (*STEPPED[:2], {"role": "tool", "content": "49"})
+    assert numbers(equal, [49, 8]) == ["49", "12"]
+    twice = ({"role": "user", "content": "Compute ((19 * 8) + 7) * 7."},)
+    assert "7" in unspent(twice, [7]) and "7" not in unspent(twice, [7, 7])
+    assert "Compute" not in unspent(STEPPED, ["Compute"])
+    assert unspent(STEPPED, [True]) == conversation_spans(STEPPED)  # a boolean is not 1
+    restricted = copy_only(CALC, unspent(STEPPED, [49, 8]))
+    subtract = chain_on(restricted, ["392"])[1]
+    options = subtract["function"]["parameters"]["anyOf"]
+    assert [o["properties"]["b"]["enum"] for o in options] == [[12, 392], [392]]
 
 
 def test_a_prompt_with_chain_spans_offers_only_chained_calls():

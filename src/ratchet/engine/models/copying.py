@@ -13,6 +13,11 @@ call then ``finish`` and is made to go on tends to repeat its first call's argum
 ``multiply(49, 8) -> 392`` it calls ``subtract(49, 8)``); a call that takes up what the last
 one returned (``subtract(392, ...)``, the order listed, the room reached) is what every
 multi-step plan is made of.
+
+Spending values (:func:`unspent`) closes the remaining gap: once a call has passed a value as often
+as the conversation mentions it, it is no longer offered, so a model made to go on cannot pass the
+first call's operands again (``multiply(392, 49)``) and chooses among the values it has not used
+yet: in a chain of operations on given numbers, the next number.
 """
 
 from __future__ import annotations
@@ -137,6 +142,40 @@ def result_spans(messages: Sequence[dict[str, Any]]) -> tuple[str, ...] | None:
     if not isinstance(text, str) or text.startswith("Error:"):
         return None
     return conversation_spans(messages[-1:]) or None
+
+
+def unspent(messages: Sequence[dict[str, Any]], spent: Sequence[object]) -> tuple[str, ...]:
+    """The spans of ``messages`` (:func:`conversation_spans`) not yet spent by earlier calls.
+
+    A span is spent once the calls of ``spent`` (their argument values) passed it as often as
+    the conversation mentions it: strings as they are, numbers by value (``"8"`` and ``8.0``
+    are one value). So a number the task gives twice can be passed twice, and a result equal
+    to a value already passed is offered again: it is a new mention.
+    """
+    texts = [
+        m["content"]
+        for m in messages
+        if m.get("role") in ("user", "tool") and isinstance(m.get("content"), str)
+    ]
+    words = [word.strip(_EDGES) for text in texts for word in text.split()]
+    numbers = [n for word in words if (n := _number(word)) is not None]
+
+    def mentions(span: str) -> int:
+        if (number := _number(span)) is not None:
+            return sum(n == number for n in numbers)
+        pattern = rf"(?<!\w){re.escape(span)}(?!\w)"
+        return sum(len(re.findall(pattern, text)) for text in texts)
+
+    def passed(span: str) -> int:
+        if (number := _number(span)) is not None:
+            return sum(
+                v == number for v in spent if isinstance(v, int | float) and not isinstance(v, bool)
+            )
+        return sum(v == span for v in spent)
+
+    return tuple(
+        span for span in conversation_spans(messages) if passed(span) < max(mentions(span), 1)
+    )
 
 
 def chain_on(tools: Sequence[dict[str, Any]], latest: Sequence[str]) -> tuple[dict[str, Any], ...]:
