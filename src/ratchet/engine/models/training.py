@@ -127,7 +127,7 @@ class LocalTrainer:
         """Load the model, tokenise ``data`` (dropping what does not fit) and ``train`` on it."""
         import torch
 
-        from ratchet.engine.models.local import load
+        from ratchet.engine.models.weights import load
 
         model, tokenizer = load(self.path)
         examples = [
