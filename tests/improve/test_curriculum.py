@@ -53,6 +53,21 @@ def test_frontier_levels_get_most_of_the_fresh_tasks():
     assert counts[2] > counts[1] and counts[2] > counts[3]
 
 
+def test_success_rates_are_the_incumbents_own_once_it_has_played():
+    # The base failed level 1; v1 masters it and passes level 2 now and then.
+    base = episodes({1: 0.0})
+    v1 = [replace(t, agent="v1") for t in episodes({1: 1.0, 2: 0.1})]
+    probe = episodes({1: 1.0}, split="probe")
+    pooled = choose_tasks(env, base + v1, 40, seed=1, probe=probe)
+    assert pooled.note["levels"] == {"1": 1.0, "2": 0.36}  # level 1 looks half solved
+    own = choose_tasks(env, base + v1, 40, seed=1, probe=probe, incumbent="v1")
+    assert own.note["levels"] == {"1": 0.15, "2": 0.36}
+    fresh = own.tasks[own.note["revisits"] :]
+    assert sum(t.difficulty == 2 for t in fresh) > sum(t.difficulty == 1 for t in fresh)
+    # An incumbent that has not played yet is judged by everyone's episodes.
+    assert choose_tasks(env, base + v1, 40, 1, probe=probe, incumbent="v2").note == pooled.note
+
+
 def test_fresh_tasks_favour_the_family_on_its_frontier():
     # Every calc family at level 1 is mastered but one, which is solved half the time.
     families = sorted({t.family for t in env.tasks("train", 60, difficulty=1)})

@@ -101,6 +101,7 @@ def choose_tasks(
     config: CurriculumConfig | None = None,
     probe: Sequence[Trajectory] = (),
     proposed: Sequence[Task] = (),
+    incumbent: str | None = None,
 ) -> Choice:
     """Choose ``n`` training tasks for the next round.
 
@@ -114,13 +115,16 @@ def choose_tasks(
         probe: The incumbent's probe episodes (which levels it masters).
         proposed: Training tasks proposed by levers; the ones never solved (those never
             played first) fill up to ``config.proposed_share`` of the batch.
+        incumbent: The version that will practise. Success rates come from its own training
+            episodes when it has any: pooled with an earlier agent's failures, a level it
+            has mastered looks half solved, and takes the batch from the level it has not.
     """
     config = config or CurriculumConfig()
     rng = random.Random(seed)
     top = min(config.max_difficulty or env.max_difficulty, env.max_difficulty)
     mastery = probe_rates(probe)
     highest = open_levels(mastery, top, config)
-    rates = SuccessRates.of(history)
+    rates = SuccessRates.of([t for t in history if t.agent == incumbent] or history)
     levels = {level: frontier_weight(rates.level(level)) for level in range(1, highest + 1)}
     played = {
         t.task.id: t.task

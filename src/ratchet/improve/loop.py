@@ -190,9 +190,10 @@ def _curriculum(run: RunDir, env: Env, number: int) -> tuple[list[Task], dict[st
     seed = config.seed * 7919 + number
     # Recorded conversations are experience but not tasks: the env has no world to replay them.
     history = [t for t in run.experience if not is_served(t.task)]
-    probe = run.probe_episodes(run.incumbent().version)
+    incumbent = run.incumbent().version
+    probe = run.probe_episodes(incumbent)
     choice = choose_tasks(
-        env, history, config.train_tasks, seed, curriculum, probe, run.proposed_tasks
+        env, history, config.train_tasks, seed, curriculum, probe, run.proposed_tasks, incumbent
     )
     return choice.tasks, choice.note
 
