@@ -300,6 +300,8 @@ def player(
         # The episode's own temperature travels with its prompts, so a batch can mix them.
         own = Exploration() if explore is None else explore(task, sample)
         forced: list[str] = []
+        # Spending applies to copied arguments only, so only copying samples keep count.
+        spending = own.copy_arguments and own.fresh
         spent: list[object] = []
 
         def policy(prompt: Prompt, turn: int) -> Completion:
@@ -319,15 +321,15 @@ def player(
                 prompt = replace(prompt, allowed_tools=fresh)
             if own.copy_arguments:
                 messages = prompt.messages
-                spans = unspent(messages, spent) if own.fresh else conversation_spans(messages)
+                spans = unspent(messages, spent) if spending else conversation_spans(messages)
                 prompt = replace(prompt, copy_spans=spans)
                 if own.chain:
-                    prompt = replace(prompt, chain_spans=result_spans(prompt.messages))
+                    prompt = replace(prompt, chain_spans=result_spans(messages))
             if batcher is not None:
                 completion = batcher.complete(prompt, sampling)
             else:
                 completion = model.complete([prompt], sampling)[0]
-            if own.fresh and isinstance(call := parse_action(completion), ToolCall):
+            if spending and isinstance(call := parse_action(completion), ToolCall):
                 spent.extend(call.arguments.values())
             return completion
 
@@ -357,7 +359,7 @@ def player(
             metadata["skip_repeats"] = True
         if own.copy_arguments and own.chain:
             metadata["chain"] = True
-        if own.copy_arguments and own.fresh:
+        if spending:
             metadata["fresh"] = True
         return replace(played, metadata={**played.metadata, **metadata})
 

@@ -131,9 +131,8 @@ class ImproveConfig:
 
         Raises:
             ValueError: If ``explore_chain`` or ``explore_fresh_arguments`` is set without
-                ``explore_copy_arguments``, or the
-                demos lever is asked for with a source that is neither ``oracle``,
-                ``teacher`` (with a reflector) nor an existing file.
+                ``explore_copy_arguments``, or the demos lever is asked for with a source that
+                is neither ``oracle``, ``teacher`` (with a reflector) nor an existing file.
         """
         if self.explore_chain and not self.explore_copy_arguments:
             raise ValueError(

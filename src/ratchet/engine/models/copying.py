@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -157,25 +158,25 @@ def unspent(messages: Sequence[dict[str, Any]], spent: Sequence[object]) -> tupl
         for m in messages
         if m.get("role") in ("user", "tool") and isinstance(m.get("content"), str)
     ]
-    words = [word.strip(_EDGES) for text in texts for word in text.split()]
-    numbers = [n for word in words if (n := _number(word)) is not None]
-
-    def mentions(span: str) -> int:
-        if (number := _number(span)) is not None:
-            return sum(n == number for n in numbers)
-        pattern = rf"(?<!\w){re.escape(span)}(?!\w)"
-        return sum(len(re.findall(pattern, text)) for text in texts)
-
-    def passed(span: str) -> int:
-        if (number := _number(span)) is not None:
-            return sum(
-                v == number for v in spent if isinstance(v, int | float) and not isinstance(v, bool)
-            )
-        return sum(v == span for v in spent)
-
-    return tuple(
-        span for span in conversation_spans(messages) if passed(span) < max(mentions(span), 1)
+    # Counter keys compare by value, so 8 and 8.0 count as one number.
+    mentioned = Counter(
+        n
+        for text in texts
+        for word in text.split()
+        if (n := _number(word.strip(_EDGES))) is not None
     )
+    passed = Counter(
+        v for v in spent if isinstance(v, str | int | float) and not isinstance(v, bool)
+    )
+
+    def left(span: str) -> bool:
+        if (number := _number(span)) is not None:
+            return passed[number] < max(mentioned[number], 1)
+        pattern = rf"(?<!\w){re.escape(span)}(?!\w)"
+        mentions = sum(len(re.findall(pattern, text)) for text in texts)
+        return passed[span] < max(mentions, 1)
+
+    return tuple(span for span in conversation_spans(messages) if left(span))
 
 
 def chain_on(tools: Sequence[dict[str, Any]], latest: Sequence[str]) -> tuple[dict[str, Any], ...]:
