@@ -78,8 +78,9 @@ def rows(demos: bool, seeds: Iterable[int] = (0,)) -> list[Row]:
         # --explore-fresh-arguments), with 90 optimiser steps and 3 rounds, raised level 2's
         # verified training episodes from about 1 in 100 to 26 in two rounds (5 passed, 21
         # relabelled), but its candidates still passed none of the level-2 probe tasks: 0.00
-        # -> 0.33, level 1 only, in 58 minutes instead of 15. Trained on the oracle's
-        # solutions, 96 a level and 90 steps taught level 2 (bench/imitation_ceiling.py).
+        # -> 0.33, level 1 only, in 58 minutes (this row took 15 in an earlier session, in
+        # bf16). Trained on the oracle's solutions, 96 a level and 90 steps taught level 2
+        # (bench/imitation_ceiling.py).
         Row(
             "calc",
             replace(base, max_difficulty=3, train_tasks=48, explore_copy_arguments=True),
