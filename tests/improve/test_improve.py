@@ -479,6 +479,18 @@ def test_every_second_training_sample_explores_past_finish_and_probe_never_does(
     assert not any("min_calls" in t.metadata for t in [*train, *held_out])
 
 
+def test_the_guided_share_sets_how_many_samples_of_a_task_explore_past_finish(tmp_path):
+    with pytest.raises(ValueError, match="from 0 to 1"):
+        replace(CONFIG, explore_guided_share=1.5)
+    config = replace(CONFIG, rounds=1, train_k=4)
+    for share, guided in ((1.0, {0, 1, 2, 3}), (0.25, {3}), (0.0, set())):
+        _, train, held_out = explored(
+            replace(config, explore_guided_share=share), tmp_path / f"{share}"
+        )
+        assert {t.sample for t in train if "min_calls" in t.metadata} == guided
+        assert not any("min_calls" in t.metadata for t in held_out)
+
+
 def test_with_explore_first_tool_every_second_training_sample_opens_with_a_drawn_tool(tmp_path):
     config = replace(CONFIG, rounds=1, explore_first_tool=True)
     summary, train, held_out = explored(config, tmp_path)

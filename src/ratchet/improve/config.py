@@ -50,15 +50,19 @@ class ImproveConfig:
         explore_temperature: Sampling temperature of training episodes; unset: chosen per task
             from the incumbent's success on it (or its family and difficulty), spread over the
             k samples.
-        explore_past_finish: Offer ``finish`` to every second training sample of a level-L
+        explore_guided_share: Share of each task's training samples the explore options
+            below guide (spread evenly over the k samples: 0.5 guides every second one, 1.0
+            all of them, 0 none). The other samples play the agent as it is, for the pairs
+            and grpo levers to contrast; at a level the agent cannot yet start they fail
+            alike, and guiding all of them finds more successes and relabels there.
+        explore_past_finish: Offer ``finish`` to the guided training samples of a level-L
             task only after L tool calls (the prompt is unchanged; the decoder enforces it),
             so an agent that learned to finish early still tries the longer plans the next
             level needs. Probe and test episodes are never constrained.
-        explore_first_tool: Open every second training sample (those ``explore_past_finish``
-            constrains) with a call to a tool drawn per episode (any but ``finish``; the
-            decoder enforces it), for an agent that always opens with the same call and so
-            never sees what the other tools return. Probe and test episodes are never
-            constrained.
+        explore_first_tool: Open the guided training samples with a call to a tool drawn
+            per episode (any but ``finish``; the decoder enforces it), for an agent that
+            always opens with the same call and so never sees what the other tools return.
+            Probe and test episodes are never constrained.
         explore_copy_arguments: Make those same samples copy every free string and number
             argument from the conversation (a word, phrase or value it was shown; the decoder
             enforces it), for an agent that picks the right tool but invents its arguments.
@@ -108,6 +112,7 @@ class ImproveConfig:
     probe_all_levels: bool = False
     temperature: float = 0.7
     explore_temperature: float | None = None
+    explore_guided_share: float = 0.5
     explore_past_finish: bool = True
     explore_first_tool: bool = False
     explore_copy_arguments: bool = False
@@ -130,10 +135,16 @@ class ImproveConfig:
         """Refuse settings that cannot work before any episode is played.
 
         Raises:
-            ValueError: If ``explore_chain`` or ``explore_fresh_arguments`` is set without
-                ``explore_copy_arguments``, or the demos lever is asked for with a source that
-                is neither ``oracle``, ``teacher`` (with a reflector) nor an existing file.
+            ValueError: If ``explore_guided_share`` is outside 0-1, ``explore_chain`` or
+                ``explore_fresh_arguments`` is set without ``explore_copy_arguments``, or the
+                demos lever is asked for with a source that is neither ``oracle``,
+                ``teacher`` (with a reflector) nor an existing file.
         """
+        if not 0.0 <= self.explore_guided_share <= 1.0:
+            raise ValueError(
+                f"--explore-guided-share is a share of the samples, from 0 to 1, not "
+                f"{self.explore_guided_share}"
+            )
         if self.explore_chain and not self.explore_copy_arguments:
             raise ValueError(
                 "--explore-chain needs --explore-copy-arguments: it copies from results"

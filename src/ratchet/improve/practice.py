@@ -7,6 +7,7 @@ exploration samples fresh, and nothing a test episode does can reach a decision.
 
 from __future__ import annotations
 
+import math
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -46,6 +47,15 @@ def draw(env: Env, split: Split, n: int, seed: int, max_difficulty: int) -> list
     ]
 
 
+def is_guided(index: int, share: float) -> bool:
+    """Whether a task's training sample ``index`` (from 0) is one the explore options guide.
+
+    Guided samples are spread evenly over the k samples at ``share`` of them: 0.5 guides the
+    odd ones, 1.0 all, 0 none.
+    """
+    return math.floor((index + 1) * share) > math.floor(index * share)
+
+
 @dataclass
 class Practice:
     """Plays agents of one run and stores every episode in its :class:`RunDir`.
@@ -80,8 +90,9 @@ class Practice:
         the agent's success on the task (or its family and difficulty) in earlier rounds (see
         :func:`~ratchet.improve.frontier.explore_temperatures`); the episodes of this round
         do not count, so a resumed round picks the same temperatures. With
-        ``explore_past_finish``, every second sample of a level-L task is offered ``finish``
-        only after L tool calls (the built-in ladders add one step per level): an agent that
+        ``explore_past_finish``, the guided samples (``explore_guided_share`` of each task's,
+        every second one by default) of a level-L task are offered ``finish`` only after L
+        tool calls (the built-in ladders add one step per level): an agent that
         learned to finish after one call on level 1 otherwise never tries the longer plans
         the next level needs, and leaves nothing to learn them from. With
         ``explore_first_tool``, those same samples open with a call to a tool drawn per
@@ -104,14 +115,14 @@ class Practice:
         }
 
         def explore(task: Task, sample: int) -> Exploration:
-            odd = (sample - first) % 2 == 1
-            withheld = self.config.explore_past_finish and odd
-            varied = self.config.explore_first_tool and odd
+            guided = is_guided(sample - first, self.config.explore_guided_share)
+            withheld = self.config.explore_past_finish and guided
+            varied = self.config.explore_first_tool and guided
             return Exploration(
                 chosen[task.id][sample - first],
                 task.difficulty if withheld else 0,
                 zlib.crc32(f"{task.id}:{sample}".encode()) if varied else None,
-                self.config.explore_copy_arguments and odd,
+                self.config.explore_copy_arguments and guided,
                 self.config.explore_skip_repeats,
                 self.config.explore_chain,
                 self.config.explore_fresh_arguments,
