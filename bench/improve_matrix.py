@@ -72,18 +72,31 @@ def rows(demos: bool, seeds: Iterable[int] = (0,)) -> list[Row]:
     roomy = replace(base.rollout, max_reply_tokens=96)
     chosen = [
         # Level 2 needs the second call to take the first's result: the base picks another
-        # operand (0 of 98 level-2 training episodes passed without this). Copying restricts
-        # operands to the numbers of the task and of the results so far. Also making each
-        # call take up the last result and spend each given value once (--explore-chain
-        # --explore-fresh-arguments), with 90 optimiser steps and 3 rounds, raised level 2's
-        # verified training episodes from about 1 in 100 to 26 in two rounds (5 passed, 21
-        # relabelled), but its candidates still passed none of the level-2 probe tasks: 0.00
-        # -> 0.33, level 1 only, in 58 minutes (this row took 15 in an earlier session, in
-        # bf16). Trained on the oracle's solutions, 96 a level and 90 steps taught level 2
-        # (bench/imitation_ceiling.py).
+        # operand (0 of 98 level-2 training episodes passed without copying). Copying keeps
+        # operands to the numbers of the task and of the results; --explore-chain makes each
+        # call take up the last result and --explore-fresh-arguments spend each given value
+        # once. With half the samples guided that gave 33 verified level-2 episodes in two
+        # rounds and no level-2 gain: the level-1 incumbent finished all 59 free level-2
+        # samples after one call. Guiding every sample (--explore-guided-share 1) found 19
+        # in round 2 (15 half-guided), and its rft candidate passed 6 of 16 level-2 probe
+        # tasks (accepted): 0.00 -> 0.44, level 2 0.00 -> 0.25; one seed, and so little more
+        # data that the run's draw may explain it. 90 optimiser steps, 3 rounds: on
+        # the oracle's solutions 96 a level and 90 steps taught level 2, 30 steps did not
+        # (bench/imitation_ceiling.py). Copying alone, 4 rounds of 30 steps: 0.03 -> 0.36,
+        # level 1 only.
         Row(
             "calc",
-            replace(base, max_difficulty=3, train_tasks=48, explore_copy_arguments=True),
+            replace(
+                base,
+                rounds=3,
+                max_difficulty=3,
+                train_tasks=48,
+                explore_guided_share=1.0,
+                explore_copy_arguments=True,
+                explore_chain=True,
+                explore_fresh_arguments=True,
+                train_steps=90,
+            ),
         ),
         # The base opens 8 of 19 free level-1 "go" episodes with a move, always north (right
         # for 4 of them), and rft learned "north" for every room. Half the training samples
