@@ -124,7 +124,7 @@ def choose_tasks(
     top = min(config.max_difficulty or env.max_difficulty, env.max_difficulty)
     mastery = probe_rates(probe)
     highest = open_levels(mastery, top, config)
-    rates = SuccessRates.of([t for t in history if t.agent == incumbent] or history)
+    rates = SuccessRates.of_agent(history, incumbent)
     levels = {level: frontier_weight(rates.level(level)) for level in range(1, highest + 1)}
     played = {
         t.task.id: t.task

@@ -75,6 +75,15 @@ class SuccessRates:
         real = [t for t in history if not t.metadata.get("hindsight") and t.verdict is not None]
         return cls(_count(real, "task"), _count(real, "cell"), _count(real, "level"))
 
+    @classmethod
+    def of_agent(cls, history: Sequence[Trajectory], agent: str | None) -> SuccessRates:
+        """``agent``'s own rates once it has played, everyone's in ``history`` before.
+
+        Pooled with an earlier agent's failures, a level the agent has mastered looks half
+        solved; a version that has not played yet inherits the record it was trained from.
+        """
+        return cls.of([t for t in history if t.agent == agent] or history)
+
     def level(self, difficulty: int) -> float | None:
         """The pass rate at ``difficulty``, or ``None`` if nothing was played there."""
         return _shrunk(self.levels.get(difficulty), None)

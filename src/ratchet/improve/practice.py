@@ -106,7 +106,7 @@ class Practice:
         seed = self.config.seed + number
         fixed = self.config.explore_temperature
         earlier = [t for t in self.run.experience if t.sample < first]
-        rates = SuccessRates.of([t for t in earlier if t.agent == agent.version] or earlier)
+        rates = SuccessRates.of_agent(earlier, agent.version)
         chosen = {
             task.id: [fixed] * k
             if fixed is not None
@@ -115,11 +115,12 @@ class Practice:
         }
 
         def explore(task: Task, sample: int) -> Exploration:
-            guided = is_guided(sample - first, self.config.explore_guided_share)
+            index = sample - first
+            guided = is_guided(index, self.config.explore_guided_share)
             withheld = self.config.explore_past_finish and guided
             varied = self.config.explore_first_tool and guided
             return Exploration(
-                chosen[task.id][sample - first],
+                chosen[task.id][index],
                 task.difficulty if withheld else 0,
                 zlib.crc32(f"{task.id}:{sample}".encode()) if varied else None,
                 self.config.explore_copy_arguments and guided,
