@@ -1,5 +1,6 @@
 import random
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -8,7 +9,7 @@ from ratchet.core.task import make_task
 from ratchet.core.tool import ToolCall
 from ratchet.engine.harness import replay
 from ratchet.envs.check import FORGED_CLAIM, check_env
-from ratchet.envs.files import env
+from ratchet.envs.files import env, workspace
 from ratchet.envs.files.tasks import FAMILIES
 from ratchet.envs.files.world import PEOPLE, SERVICES, generate
 from ratchet.sandbox import landlock_abi
@@ -134,8 +135,13 @@ def test_a_fork_bomb_through_run_leaves_the_session_going():
         session.close()
 
 
-def test_run_has_an_aggregate_memory_cap():
-    hog = "python3 -c 'import time; b = b\"x\" * (250 << 20); time.sleep(4)'"
+def test_run_has_an_aggregate_memory_cap(monkeypatch):
+    # A smaller cap than the real one and hogs that outlive a long deadline: on a VM whose
+    # untouched memory faults in slowly, four 250 MB hogs against the real 768 MB cap and 5 s
+    # deadline can time out first. Here only the cap can end the run early.
+    capped = replace(workspace.RUN_LIMITS, total_memory_mb=100, timeout_s=120.0)
+    monkeypatch.setattr(workspace, "RUN_LIMITS", capped)
+    hog = "python3 -c 'import time; b = b\"x\" * (40 << 20); time.sleep(120)'"
     hogs = f"for i in 1 2 3 4; do {hog} & done; wait"
     session = env.session(env.tasks("test", 1)[0])
     try:

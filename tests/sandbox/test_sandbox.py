@@ -289,9 +289,11 @@ def test_the_total_memory_of_all_processes_is_capped(sandbox):
         "import os, time\n"
         "for _ in range(3):\n"
         "    if os.fork() == 0:\n        break\n"
-        "data = b'x' * (60 << 20)\ntime.sleep(5)\n"
+        "data = b'x' * (60 << 20)\ntime.sleep(120)\n"
     )
-    capped = Limits(memory_mb=256, total_memory_mb=150, timeout_s=8.0, cpu_s=8)
+    # The processes outlive the deadline, so only the cap ends the run early, however slowly
+    # a VM faults in untouched memory.
+    capped = Limits(memory_mb=256, total_memory_mb=150, timeout_s=120.0, cpu_s=8)
     result = sandbox.run_python(code, limits=capped)
     assert result.killed == "memory limit"
     assert "memory cap" in result.isolation

@@ -85,21 +85,23 @@ class FakeServer:
                     reply = server.script(index, body)
                     if reply.hang:
                         server.release.wait(10)
-                        return
-                    time.sleep(reply.delay_s)
-                    payload = (
-                        reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
-                    )
-                    self.send_response(reply.status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(payload)))
-                    for key, value in reply.headers.items():
-                        self.send_header(key, value)
-                    self.end_headers()
-                    self.wfile.write(payload)
+                    else:
+                        time.sleep(reply.delay_s)
                 finally:
+                    # Leave the count before replying: once the reply is out, the client may
+                    # send its next request before this thread runs again.
                     with server._lock:
                         server.in_flight -= 1
+                if reply.hang:
+                    return
+                payload = reply.raw if reply.raw is not None else json.dumps(reply.body).encode()
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for key, value in reply.headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(payload)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
