@@ -79,8 +79,9 @@ def rows(demos: bool, seeds: Iterable[int] = (0,)) -> list[Row]:
         # rounds and no level-2 gain: the level-1 incumbent finished all 59 free level-2
         # samples after one call. Guiding every sample (--explore-guided-share 1) found 19
         # in round 2 (15 half-guided), and its rft candidate passed 6 of 16 level-2 probe
-        # tasks (accepted): 0.00 -> 0.44, level 2 0.00 -> 0.25; one seed, and so little more
-        # data that the run's draw may explain it. 90 optimiser steps, 3 rounds: on
+        # tasks (accepted): 0.00 -> 0.44, level 2 0.00 -> 0.25. Seed 1 verified 38 and its
+        # round-3 candidate passed 3 of 16 (p = 0.125, rejected): 0.00 -> 0.31, level 1
+        # only, so level 2 is not established. 90 optimiser steps, 3 rounds: on
         # the oracle's solutions 96 a level and 90 steps taught level 2, 30 steps did not
         # (bench/imitation_ceiling.py). Copying alone, 4 rounds of 30 steps: 0.03 -> 0.36,
         # level 1 only.
