@@ -333,6 +333,16 @@ def test_pairs_learn_from_failures_through_the_trainer_and_the_score_does_not_dr
     assert summary["final"]["pass@1"] >= summary["base"]["pass@1"]
 
 
+def test_rft_trains_with_the_runs_length_exponent(tmp_path):
+    with pytest.raises(ValueError, match="--train-length-exponent"):
+        replace(LEARNING, train_length_exponent=1.5)
+    trainer = FakeTrainer(base=0.3)
+    config = replace(LEARNING, levers=("rft",), train_length_exponent=0.5)
+    improve(config, env, tmp_path, skill_backends(0.3), log=quiet, trainer=lambda: trainer)
+    (call,) = trainer.calls
+    assert call["method"] == "sft" and call["settings"].length_exponent == 0.5
+
+
 def test_grpo_trains_on_the_incumbents_groups_and_the_score_does_not_drop(tmp_path):
     trainer = FakeTrainer(base=0.3)
     config = replace(LEARNING, levers=("grpo",), learning_rate=3e-5)

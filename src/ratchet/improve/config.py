@@ -83,6 +83,12 @@ class ImproveConfig:
         reflector: Model reference for levers that reflect on experience (default: the agent's).
         curve: Test every newly accepted version too, for the learning curve.
         train_steps: Optimiser steps of each weight-lever proposal.
+        train_length_exponent: How ``rft``'s batches share out over episode lengths
+            (numbers of actions): each length in proportion to its number of verified
+            successes raised to this power, in ``[0, 1]``. 1 keeps each length's share of the
+            successes; 0.5 draws a rarer, longer length more often (in proportion to the
+            square root of its count), for a run whose few successes at a new level are
+            drowned by the level below.
         weights: For a served model (openai:NAME), its Hugging Face weights: weight levers
             train adapters from them and register them on the server (dynamic LoRA).
         experience: A store whose verified training episodes join the experience: recorded
@@ -123,6 +129,7 @@ class ImproveConfig:
     reflector: str | None = None
     curve: bool = True
     train_steps: int = 30
+    train_length_exponent: float = 1.0
     weights: str | None = None
     experience: str | None = None
     learning_rate: float | None = None
@@ -135,7 +142,8 @@ class ImproveConfig:
         """Refuse settings that cannot work before any episode is played.
 
         Raises:
-            ValueError: If ``explore_guided_share`` is outside 0-1, ``explore_chain`` or
+            ValueError: If ``explore_guided_share`` or ``train_length_exponent`` is outside
+                0-1, ``explore_chain`` or
                 ``explore_fresh_arguments`` is set without ``explore_copy_arguments``, or the
                 demos lever is asked for with a source that is neither ``oracle``,
                 ``teacher`` (with a reflector) nor an existing file.
@@ -144,6 +152,11 @@ class ImproveConfig:
             raise ValueError(
                 f"--explore-guided-share is a share of the samples, from 0 to 1, not "
                 f"{self.explore_guided_share}"
+            )
+        if not 0.0 <= self.train_length_exponent <= 1.0:
+            raise ValueError(
+                f"--train-length-exponent is from 0 (every length drawn equally) to 1 (as "
+                f"verified), not {self.train_length_exponent}"
             )
         if self.explore_chain and not self.explore_copy_arguments:
             raise ValueError(
@@ -175,7 +188,7 @@ class ImproveConfig:
             weights["learning_rate"] = self.learning_rate
         policy = {**weights, **({} if self.beta is None else {"beta": self.beta})}
         return {
-            "rft": weights,
+            "rft": {**weights, "length_exponent": self.train_length_exponent},
             "pairs": policy,
             "grpo": policy,
             "demos": {**weights, "source": self.demos},

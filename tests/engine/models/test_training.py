@@ -29,6 +29,18 @@ def test_each_length_keeps_its_share_of_the_successes() -> None:
     assert abs(sum(weights) - len(patterns)) < 1e-9
 
 
+def test_a_length_exponent_below_one_draws_a_rare_length_more_often() -> None:
+    patterns = ["add,finish"] * 8 + ["multiply,finish"] * 8 + ["add,subtract,finish"] * 4
+    rare = "add,subtract,finish"
+    assert abs(_share(patterns, balanced_weights(patterns, 1.0), rare) - 4 / 20) < 1e-12
+    # Square roots of the lengths' counts: 4 against 2.
+    square_root = balanced_weights(patterns, 0.5)
+    assert abs(_share(patterns, square_root, rare) - 2 / 6) < 1e-12
+    assert abs(_share(patterns, square_root, "add,finish") - 2 / 6) < 1e-12
+    assert abs(_share(patterns, balanced_weights(patterns, 0.0), rare) - 1 / 2) < 1e-12
+    assert abs(sum(square_root) - len(patterns)) < 1e-9
+
+
 def test_examples_of_one_pattern_weigh_the_same() -> None:
     patterns = ["a,finish", "b,finish", "a,finish", "a,b,finish", "a,c,finish", "a,c,finish"]
     weights = balanced_weights(patterns)

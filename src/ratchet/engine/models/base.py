@@ -198,6 +198,10 @@ class LoraSettings:
             reference (DPO's beta; the KL coefficient of GRPO); unused by SFT.
         clip: GRPO's clipping range: the policy-to-reference probability ratio of a token
             counts only within ``1 +- clip``; unused by SFT and DPO.
+        length_exponent: How SFT batches share out over episode lengths (numbers of
+            actions): each length in proportion to its count raised to this power (1: as
+            verified; 0.5: a rare length more; see
+            :func:`~ratchet.engine.models.training.balanced_weights`); unused by DPO and GRPO.
     """
 
     steps: int = 30
@@ -208,6 +212,7 @@ class LoraSettings:
     seed: int = 0
     beta: float = 0.1
     clip: float = 0.2
+    length_exponent: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ fine-tunes a fresh adapter on their assistant turns (see :mod:`ratchet.engine.mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ratchet.core.agent import Agent
 from ratchet.improve.hindsight import lessons
@@ -31,6 +31,10 @@ class RftLever:
         learning_rate: AdamW learning rate for the adapter.
         lora_rank: LoRA rank (alpha is twice the rank).
         max_examples: Most successes trained on (the newest are kept).
+        length_exponent: How batches share out over episode lengths: each length in
+            proportion to its number of successes raised to this power (1: as verified;
+            below 1 a rare, longer length more often; see
+            :func:`~ratchet.engine.models.training.balanced_weights`).
     """
 
     steps: int = 30
@@ -38,6 +42,7 @@ class RftLever:
     learning_rate: float = 1e-3
     lora_rank: int = 16
     max_examples: int = 512
+    length_exponent: float = 1.0
     name: str = "rft"
 
     def propose(self, context: LeverContext) -> Agent | None:
@@ -50,6 +55,6 @@ class RftLever:
         successes = [t for t in lessons(context.experience) if t.task.env == context.env.name][
             -self.max_examples :
         ]
-        settings = lora_settings(self, context)
+        settings = replace(lora_settings(self, context), length_exponent=self.length_exponent)
         result = trainer.sft(successes, context.workdir / ADAPTER_DIR, settings, context.progress)
         return adapter_candidate(context, self.name, result)
