@@ -1,0 +1,113 @@
+"""Retrain ``rft`` on a finished run's verified successes with other settings, offline.
+
+A row of the results matrix takes an hour; whether another training setting would have
+learned more from the same experience takes minutes to check. This reads the training
+episodes of a run directory, keeps what ``rft`` keeps (:func:`~ratchet.improve.hindsight.lessons`),
+trains one adapter on them with the given ``--steps`` and ``--length-exponent``, and plays it
+on ``--eval`` fresh training-split tasks per level whose problems the experience does not
+hold (never probe or test tasks). With ``--compare`` the run's own agent of that version
+(its adapter as the run trained it) plays the same tasks with the same seed. It prints pass@1
+per level with 95% Wilson intervals; one training seed says little on its own.
+
+    .venv/bin/python bench/retrain_run.py runs/matrix/calc-seed1 --agent v3 --compare \\
+        --length-exponent 0.5 --steps 90
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from imitation_ceiling import rates  # bench/ is the script's own directory
+
+from ratchet.core.agent import Agent, load_agent
+from ratchet.core.env import problem_key_of
+from ratchet.core.task import Task
+from ratchet.engine.models import make_model
+from ratchet.engine.models.base import LoraSettings
+from ratchet.engine.models.training import LocalTrainer
+from ratchet.engine.rollout import progress_bars, rollout
+from ratchet.engine.store import DB_NAME, Store
+from ratchet.envs.registry import load_env_reference
+from ratchet.improve.config import CPU_ROLLOUT
+from ratchet.improve.hindsight import lessons
+
+
+def play(env_ref: str, tasks: list[Task], agent: Agent, adapter: Path, seed: int) -> str:
+    """Play ``tasks`` once each as ``agent`` with ``adapter``; its pass@1 per level."""
+    env = load_env_reference(env_ref)
+    started = time.perf_counter()
+    model = make_model("local", adapter=str(adapter))
+    played = rollout(env, tasks, agent, model, CPU_ROLLOUT, seed=seed)
+    levels = sorted({t.difficulty for t in tasks})
+    return f"{rates(played, levels)}  [{time.perf_counter() - started:.0f} s]"
+
+
+def main() -> None:
+    """Retrain on a run's successes, then play the adapter (and the run's own) per level."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="a ratchet improve run directory")
+    parser.add_argument("--agent", default="v1", help="the run's agent whose settings to use")
+    parser.add_argument("--compare", action="store_true", help="also play that agent's adapter")
+    parser.add_argument("--steps", type=int, default=90)
+    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--length-exponent", type=float, default=1.0)
+    parser.add_argument("--eval", type=int, default=24, help="evaluation tasks per level")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    if not (args.run / DB_NAME).is_file():
+        raise SystemExit(f"{args.run} is not a run directory: it has no {DB_NAME}")
+    with Store(args.run) as store:
+        experience = [t for _, t in store.trajectories(split="train")]
+    if not experience:
+        raise SystemExit(f"{args.run} holds no training episodes")
+    env_ref = experience[0].task.env
+    env = load_env_reference(env_ref)
+    successes = [t for t in lessons(experience) if t.task.env == env_ref]
+    levels = sorted({t.task.difficulty for t in successes})
+    counts = ", ".join(f"L{n} {sum(t.task.difficulty == n for t in successes)}" for n in levels)
+    print(f"{args.run}: {len(successes)} verified successes ({counts})")
+
+    key = problem_key_of(env)
+    seen = {key(t.task.params) for t in experience}
+    tasks: list[Task] = []
+    for level in levels:
+        drawn = env.tasks("train", args.eval + len(seen), seed=args.seed + 4242, difficulty=level)
+        tasks += [t for t in drawn if key(t.params) not in seen][: args.eval]
+
+    agent, directory = load_agent(str(args.run / "agents" / args.agent))
+    if args.compare:
+        own = agent.adapter_path(directory)
+        if own is None:
+            raise SystemExit(f"agent {args.agent} of {args.run} has no adapter to compare")
+        print(f"{args.agent} as the run trained it: {play(env_ref, tasks, agent, own, args.seed)}")
+    with tempfile.TemporaryDirectory() as work:
+        out = Path(work) / "adapter"
+        settings = LoraSettings(
+            args.steps,
+            4,
+            args.learning_rate,
+            16,
+            seed=args.seed,
+            length_exponent=args.length_exponent,
+        )
+        started = time.perf_counter()
+        with progress_bars() as progress:
+            result = LocalTrainer().sft(successes, out, settings, progress)
+        if result is None:
+            raise SystemExit("no success fit the training context")
+        print(
+            f"retrained: {result.examples} examples, {args.steps} steps, length exponent "
+            f"{args.length_exponent}, loss {result.losses[0]:.3f} -> {result.losses[-1]:.3f}  "
+            f"[{time.perf_counter() - started:.0f} s]"
+        )
+        retrained = replace(agent, version="retrained", adapter=str(out))
+        print(f"retrained: {play(env_ref, tasks, retrained, out, args.seed)}")
+
+
+if __name__ == "__main__":
+    main()
