@@ -21,10 +21,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from imitation_ceiling import rates  # bench/ is the script's own directory
+from imitation_ceiling import draw, rates  # bench/ is the script's own directory
 
 from ratchet.core.agent import Agent, load_agent
-from ratchet.core.env import problem_key_of
+from ratchet.core.env import Env, problem_key_of
 from ratchet.core.task import Task
 from ratchet.engine.models import make_model
 from ratchet.engine.models.base import LoraSettings
@@ -36,9 +36,8 @@ from ratchet.improve.config import CPU_ROLLOUT
 from ratchet.improve.hindsight import lessons
 
 
-def play(env_ref: str, tasks: list[Task], agent: Agent, adapter: Path, seed: int) -> str:
+def play(env: Env, tasks: list[Task], agent: Agent, adapter: Path, seed: int) -> str:
     """Play ``tasks`` once each as ``agent`` with ``adapter``; its pass@1 per level."""
-    env = load_env_reference(env_ref)
     started = time.perf_counter()
     model = make_model("local", adapter=str(adapter))
     played = rollout(env, tasks, agent, model, CPU_ROLLOUT, seed=seed)
@@ -72,19 +71,15 @@ def main() -> None:
     counts = ", ".join(f"L{n} {sum(t.task.difficulty == n for t in successes)}" for n in levels)
     print(f"{args.run}: {len(successes)} verified successes ({counts})")
 
-    key = problem_key_of(env)
-    seen = {key(t.task.params) for t in experience}
-    tasks: list[Task] = []
-    for level in levels:
-        drawn = env.tasks("train", args.eval + len(seen), seed=args.seed + 4242, difficulty=level)
-        tasks += [t for t in drawn if key(t.params) not in seen][: args.eval]
+    seen = {problem_key_of(env)(t.task.params) for t in experience}
+    tasks = draw(env_ref, levels, args.eval, args.seed + 4242, seen)
 
     agent, directory = load_agent(str(args.run / "agents" / args.agent))
     if args.compare:
         own = agent.adapter_path(directory)
         if own is None:
             raise SystemExit(f"agent {args.agent} of {args.run} has no adapter to compare")
-        print(f"{args.agent} as the run trained it: {play(env_ref, tasks, agent, own, args.seed)}")
+        print(f"{args.agent} as the run trained it: {play(env, tasks, agent, own, args.seed)}")
     with tempfile.TemporaryDirectory() as work:
         out = Path(work) / "adapter"
         settings = LoraSettings(
@@ -106,7 +101,7 @@ def main() -> None:
             f"[{time.perf_counter() - started:.0f} s]"
         )
         retrained = replace(agent, version="retrained", adapter=str(out))
-        print(f"retrained: {play(env_ref, tasks, retrained, out, args.seed)}")
+        print(f"retrained: {play(env, tasks, retrained, out, args.seed)}")
 
 
 if __name__ == "__main__":

@@ -143,10 +143,9 @@ class ImproveConfig:
 
         Raises:
             ValueError: If ``explore_guided_share`` or ``train_length_exponent`` is outside
-                0-1, ``explore_chain`` or
-                ``explore_fresh_arguments`` is set without ``explore_copy_arguments``, or the
-                demos lever is asked for with a source that is neither ``oracle``,
-                ``teacher`` (with a reflector) nor an existing file.
+                0-1, ``explore_chain`` or ``explore_fresh_arguments`` is set without
+                ``explore_copy_arguments``, or the demos lever is asked for with a source that
+                is neither ``oracle``, ``teacher`` (with a reflector) nor an existing file.
         """
         if not 0.0 <= self.explore_guided_share <= 1.0:
             raise ValueError(
