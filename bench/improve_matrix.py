@@ -137,9 +137,10 @@ def rows(demos: bool, seeds: Iterable[int] = (0,)) -> list[Row]:
         # The base never calls read_value (0 of 180 level-1 episodes; a third open with
         # list_files and repeat it) and invents move destinations: half the training samples
         # open with a drawn tool instead and copy their arguments from the task and results.
-        # At 30 optimiser steps a proposal the row measured +31 and +28 on seeds 0 and 1
-        # (reorganisations 3 of 10 and 2 of 7 test tasks): 90, as calc and grid, whose
-        # imitation ceiling rose from 0.82 to 0.98 with them.
+        # 30 optimiser steps, not calc's and grid's 90: files' episodes are long (a file
+        # listing in every prompt), and on 2 cores a step took 32 s, 48 minutes a proposal at
+        # 90; on seed 1 that candidate gained +50 probe points (lookups 12 of 12) but passed
+        # no reorganisation, as no move task had passed in round 1's training episodes.
         Row(
             "files",
             replace(
@@ -149,7 +150,6 @@ def rows(demos: bool, seeds: Iterable[int] = (0,)) -> list[Row]:
                 rollout=wider,
                 explore_first_tool=True,
                 explore_copy_arguments=True,
-                train_steps=90,
             ),
         ),
         # The oracle's level 1-2 calls take up to 73 tokens (modify_*_address; measured on 300
