@@ -2,8 +2,8 @@
 
 A row of the results matrix takes an hour; whether another training setting would have
 learned more from the same experience takes minutes to check. This reads the training
-episodes of a run directory, keeps what ``rft`` keeps (:func:`~ratchet.improve.hindsight.lessons`),
-trains one adapter on them with the given ``--steps`` and ``--length-exponent``, and plays it
+episodes of a run directory, keeps what ``rft`` keeps (``RftLever.successes``), trains one
+adapter on them with the given ``--steps`` and ``--length-exponent``, and plays it
 on ``--eval`` fresh training-split tasks per level whose problems the experience does not
 hold (never probe or test tasks). With ``--compare`` the run's own agent of that version
 (its adapter as the run trained it) plays the same tasks with the same seed. It prints pass@1
@@ -33,7 +33,7 @@ from ratchet.engine.rollout import progress_bars, rollout
 from ratchet.engine.store import DB_NAME, Store
 from ratchet.envs.registry import load_env_reference
 from ratchet.improve.config import CPU_ROLLOUT
-from ratchet.improve.hindsight import lessons
+from ratchet.improve.levers.rft import RftLever
 
 
 def play(env: Env, tasks: list[Task], agent: Agent, adapter: Path, seed: int) -> str:
@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--agent", default="v1", help="the run's agent whose settings to use")
     parser.add_argument("--compare", action="store_true", help="also play that agent's adapter")
     parser.add_argument("--steps", type=int, default=90)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--learning-rate", type=float, default=RftLever.learning_rate)
     parser.add_argument("--length-exponent", type=float, default=1.0)
     parser.add_argument("--eval", type=int, default=24, help="evaluation tasks per level")
     parser.add_argument("--seed", type=int, default=0)
@@ -66,7 +66,8 @@ def main() -> None:
         raise SystemExit(f"{args.run} holds no training episodes")
     env_ref = experience[0].task.env
     env = load_env_reference(env_ref)
-    successes = [t for t in lessons(experience) if t.task.env == env_ref]
+    rft = RftLever(args.steps, learning_rate=args.learning_rate)
+    successes = rft.successes(experience, env_ref)
     levels = sorted({t.task.difficulty for t in successes})
     counts = ", ".join(f"L{n} {sum(t.task.difficulty == n for t in successes)}" for n in levels)
     print(f"{args.run}: {len(successes)} verified successes ({counts})")
@@ -83,10 +84,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         out = Path(work) / "adapter"
         settings = LoraSettings(
-            args.steps,
-            4,
-            args.learning_rate,
-            16,
+            rft.steps,
+            rft.batch_size,
+            rft.learning_rate,
+            rft.lora_rank,
             seed=args.seed,
             length_exponent=args.length_exponent,
         )

@@ -8,9 +8,11 @@ fine-tunes a fresh adapter on their assistant turns (see :mod:`ratchet.engine.mo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ratchet.core.agent import Agent
+from ratchet.core.trajectory import Trajectory
 from ratchet.improve.hindsight import lessons
 from ratchet.improve.levers.base import LeverContext
 from ratchet.improve.levers.weights import (
@@ -52,9 +54,11 @@ class RftLever:
             ValueError: If the incumbent's weights cannot be trained (no trainer).
         """
         trainer = trainer_of(context, self.name)
-        successes = [t for t in lessons(context.experience) if t.task.env == context.env.name][
-            -self.max_examples :
-        ]
+        successes = self.successes(context.experience, context.env.name)
         settings = replace(lora_settings(self, context), length_exponent=self.length_exponent)
         result = trainer.sft(successes, context.workdir / ADAPTER_DIR, settings, context.progress)
         return adapter_candidate(context, self.name, result)
+
+    def successes(self, experience: Sequence[Trajectory], env: str) -> list[Trajectory]:
+        """The episodes a proposal trains on: ``env``'s lessons, the newest ``max_examples``."""
+        return [t for t in lessons(experience) if t.task.env == env][-self.max_examples :]
