@@ -9,7 +9,7 @@ from ratchet.engine.harness import Budget
 from ratchet.engine.models import ModelError
 from ratchet.engine.models.base import Completion
 from ratchet.engine.models.fake import FakeModel
-from ratchet.engine.rollout import Exploration, RolloutConfig, rollout
+from ratchet.engine.rollout import Exploration, RolloutConfig, opening_tool, rollout
 from ratchet.envs.calc import env
 
 
@@ -226,13 +226,26 @@ def test_an_episode_exploring_a_first_tool_opens_with_that_tool_and_then_chooses
     task = TASKS[0]
     callable_tools = sorted(n for n in env.session(task).tools if n != "finish")
     opening = env.oracle(task)[0].name
-    index = callable_tools.index(opening) + len(callable_tools)  # wraps
+    index = 2 * (callable_tools.index(opening) + len(callable_tools)) + 1  # odd: any; wraps
     prompts, result = explore_once(task, Exploration(first_tool=index))
     assert prompts[0].allowed_tools == (opening,)
     assert all(p.allowed_tools is None for p in prompts[1:]) and result.passed
     assert result.metadata["first_tool"] == opening
     plain = rollout(env, [task], Agent(model="fake"), BatchedFake(reply=oracle_reply))
     assert "first_tool" not in plain[0].metadata
+
+
+def test_every_second_opening_tool_is_one_the_task_names_by_its_verb():
+    tools = ["delete_file", "list_files", "move_file", "read_file"]
+    task = "In the workspace: Move a.log into logs/; delete b.tmp."
+    assert {opening_tool(tools, task, draw) for draw in range(0, 8, 2)} == {
+        "delete_file",
+        "move_file",
+    }
+    assert [opening_tool(tools, task, draw) for draw in range(1, 9, 2)] == tools
+    assert [opening_tool(tools, "What is 2 + 3?", draw) for draw in range(8)] == [
+        tool for tool in tools for _ in range(2)
+    ]
 
 
 def test_an_episode_skipping_repeats_never_calls_an_argument_free_tool_twice_in_a_row():

@@ -17,7 +17,8 @@ and an env that is not ``thread_safe`` is entered by one thread at a time
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -69,10 +70,13 @@ class Exploration:
             an agent that learned to finish after one call still tries longer plans. The
             prompt is unchanged (the decoder enforces it, see :attr:`Prompt.allowed_tools`),
             so a success found this way trains like any other.
-        first_tool: Restrict the first call to one tool other than ``finish``: the one at
-            this index (modulo their number) in name order. An agent that always opens with
-            the same call (a listing, say) never sees what the other tools return, and
-            hindsight has nothing else to name; like ``min_calls``, the decoder enforces it
+        first_tool: Restrict the first call to one tool other than ``finish``, drawn by
+            this number (see :func:`opening_tool`): every second draw is among the tools the
+            task names by their verb (``move_file`` for "move ... into logs/"), the others
+            among all of them. An agent that always opens with the same call (a listing, say)
+            never sees what the other tools return, and hindsight has nothing else to name;
+            a uniform draw over the eight tools of ``files`` opens one sample of a "move"
+            task in eight with a move. Like ``min_calls``, the decoder enforces it
             and the prompt is unchanged. ``None``: the first call is the agent's own choice.
         copy_arguments: Restrict every free string and number argument to a span of the
             conversation (:mod:`ratchet.engine.models.copying`): an agent that knows which
@@ -313,7 +317,7 @@ def player(
                 prompt, key=f"{task.id}:{sample}", temperature=own.temperature, seed=turn_seed
             )
             if turn == 0 and own.first_tool is not None and (callable_tools := _calls(prompt)):
-                forced.append(sorted(callable_tools)[own.first_tool % len(callable_tools)])
+                forced.append(opening_tool(callable_tools, task.instruction, own.first_tool))
                 prompt = replace(prompt, allowed_tools=(forced[0],))
             elif turn < own.min_calls:
                 prompt = replace(prompt, allowed_tools=_calls(prompt) or None)
@@ -364,6 +368,26 @@ def player(
         return replace(played, metadata={**played.metadata, **metadata})
 
     return play
+
+
+def opening_tool(tools: Sequence[str], instruction: str, draw: int) -> str:
+    """The tool an exploring episode opens with: drawn by ``draw``, favouring named tools.
+
+    A tool is named when the first word of its name (``move`` of ``move_file``) is a word of
+    ``instruction``, in any case. An even ``draw`` picks among the named tools, if any; an
+    odd one (or any, when none is named) among all ``tools``. Either way the pick is the one
+    at ``draw // 2`` (modulo their number) in name order.
+
+    Args:
+        tools: The tools the episode may open with (not empty).
+        instruction: The task's instruction.
+        draw: The episode's draw (any non-negative integer).
+    """
+    words = set(re.findall(r"[a-z]+", instruction.lower()))
+    everything = sorted(tools)
+    named = [name for name in everything if name.lower().split("_")[0] in words]
+    pool = named if named and draw % 2 == 0 else everything
+    return pool[draw // 2 % len(pool)]
 
 
 def _without_repeat(prompt: Prompt) -> tuple[str, ...] | None:

@@ -62,6 +62,8 @@ class ImproveConfig:
         explore_first_tool: Open the guided training samples with a call to a tool drawn
             per episode (any but ``finish``; the decoder enforces it), for an agent that
             always opens with the same call and so never sees what the other tools return.
+            Every second draw is among the tools the task names by their verb (``move_file``
+            for "move a.log into logs/", see :func:`~ratchet.engine.rollout.opening_tool`).
             Probe and test episodes are never constrained.
         explore_copy_arguments: Make those same samples copy every free string and number
             argument from the conversation (a word, phrase or value it was shown; the decoder
