@@ -8,6 +8,7 @@ import pytest
 from ratchet.core.env import ToolSession
 from ratchet.core.tool import Tool, ToolCall, tools_from
 from ratchet.engine.models import ModelError, Prompt, Sampling
+from ratchet.engine.models.local import LocalModel, token_batches
 from ratchet.engine.models.render import (
     TOOL_INSTRUCTION,
     describe_tool,
@@ -173,6 +174,24 @@ def test_smoke_a_batch_of_constrained_replies_are_valid_tool_calls(model: Any) -
     assert all(c.prompt_tokens > 50 and c.completion_tokens > 5 for c in completions)
 
 
+def test_token_batches_close_a_batch_at_its_row_or_token_limit() -> None:
+    # Rows of 100 tokens with 20-token replies take 120 cells each.
+    assert token_batches([100] * 5, 20, 2, None) == [range(0, 2), range(2, 4), range(4, 5)]
+    assert token_batches([100] * 5, 20, 16, 360) == [range(0, 3), range(3, 5)]
+    # A long prompt widens every row of its batch: [10, 10, 200] would take 3 x 220 cells.
+    assert token_batches([10, 10, 200, 10], 20, 16, 500) == [range(0, 2), range(2, 4)]
+    # A prompt over the budget on its own still gets a batch; nothing is dropped.
+    assert token_batches([50, 900, 50], 20, 16, 200) == [range(0, 1), range(1, 2), range(2, 3)]
+    assert token_batches([], 20, 16, 200) == []
+
+
+def test_batch_limits_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_batch_size"):
+        LocalModel(max_batch_size=0)
+    with pytest.raises(ValueError, match="max_batch_tokens"):
+        LocalModel(max_batch_tokens=0)
+
+
 @pytest.mark.model
 @pytest.mark.slow
 def test_seeded_sampling_repeats_and_batches_are_split(model: Any) -> None:
@@ -184,8 +203,15 @@ def test_seeded_sampling_repeats_and_batches_are_split(model: Any) -> None:
         second = model.complete(prompts, sampling)
     finally:
         model.max_batch_size = 16
+    budget = model.max_batch_tokens
+    model.max_batch_tokens = 1  # every prompt alone
+    try:
+        alone = model.complete(prompts, sampling)
+    finally:
+        model.max_batch_tokens = budget
     assert [c.text for c in first] == [c.text for c in second]
-    assert_valid_calls([c.text for c in first], tools)
+    assert sum(a.text == b.text for a, b in zip(first, alone, strict=True)) >= 2
+    assert_valid_calls([c.text for c in first + alone], tools)
 
 
 @pytest.mark.model
