@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from ratchet.core.agent import Agent
+from ratchet.core.env import Env
 from ratchet.engine.harness import Budget
 from ratchet.engine.models.base import Completion, Prompt, Sampling
 from ratchet.engine.rollout import RolloutConfig, rollout
@@ -26,8 +27,8 @@ from ratchet.envs.registry import load_env_reference
 REPLY_TOKENS = 64
 
 
-def recorded_batches(model: Any, tasks: list, turns: int) -> list[list[Prompt]]:
-    """Play ``tasks`` and return the prompt batches the rollout sent to the model."""
+def recorded_batches(model: Any, env: Env, tasks: list, turns: int) -> list[list[Prompt]]:
+    """Play ``tasks`` of ``env`` and return the prompt batches the rollout sent to the model."""
     complete = model.complete
     sent: list[list[Prompt]] = []
 
@@ -38,7 +39,7 @@ def recorded_batches(model: Any, tasks: list, turns: int) -> list[list[Prompt]]:
     model.complete = recording
     agent = Agent(model="local", max_turns=turns, temperature=0.0)
     config = RolloutConfig(len(tasks), REPLY_TOKENS, Budget(turns, 4096, 3600.0))
-    rollout(load_env_reference("files"), tasks, agent, model, config, seed=5)
+    rollout(env, tasks, agent, model, config, seed=5)
     model.complete = complete
     return sent
 
@@ -75,9 +76,9 @@ def main() -> None:
     files = load_env_reference("files")
     tasks = files.tasks("train", args.tasks, seed=3, difficulty=2)
     model = LocalModel(max_batch_size=len(tasks), max_batch_tokens=None)
-    batches = recorded_batches(model, tasks, args.turns)
-    prompt_tokens = sum(model.count_tokens(p) for batch in batches for p in batch)
-    widest = max(model.count_tokens(p) for batch in batches for p in batch)
+    batches = recorded_batches(model, files, tasks, args.turns)
+    lengths = [model.count_tokens(p) for batch in batches for p in batch]
+    prompt_tokens, widest = sum(lengths), max(lengths)
     print(
         f"files d2, {len(tasks)} episodes of up to {args.turns} turns: {len(batches)} batches, "
         f"{prompt_tokens} prompt tokens (longest prompt {widest}), replies up to {REPLY_TOKENS}"
