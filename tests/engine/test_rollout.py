@@ -285,6 +285,7 @@ def test_an_episode_copying_its_arguments_is_offered_the_spans_of_its_conversati
     first_result = result.steps[0].observation.text
     assert first_result in spans[1] and first_result not in spans[0]
     assert result.metadata["copy_arguments"] is True and result.passed
+    assert all(p.once_spans == () for p in prompts)  # no spending, no limit
     plain = rollout(env, [task], Agent(model="fake"), BatchedFake(reply=oracle_reply))
     assert "copy_arguments" not in plain[0].metadata
 
@@ -299,6 +300,9 @@ def test_an_episode_spending_values_is_never_offered_one_an_earlier_call_passed(
     assert not spent & set(prompts[1].copy_spans or ())
     assert result.steps[0].observation.text in (prompts[1].copy_spans or ())
     assert "7" in (prompts[3].copy_spans or ())  # given twice, passed once so far
+    # Values left once are marked, so a chained call passes the result in one argument only.
+    assert result.steps[0].observation.text in prompts[1].once_spans
+    assert "7" not in prompts[0].once_spans and "7" in prompts[3].once_spans
     assert result.passed and result.metadata["fresh"] is True  # the oracle's plan still fits
 
 

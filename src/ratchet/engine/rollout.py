@@ -55,7 +55,7 @@ from ratchet.engine.models.base import (
     WindowedModel,
     tool_name,
 )
-from ratchet.engine.models.copying import conversation_spans, result_spans, unspent
+from ratchet.engine.models.copying import conversation_spans, result_spans, uses_left
 
 Play = Callable[[Task, int], Trajectory]
 
@@ -93,9 +93,10 @@ class Exploration:
             decoder.
         fresh: With ``copy_arguments``, a value an earlier call of the episode passed as an argument
             is no longer offered, unless the conversation mentions it again
-            (:func:`.copying.unspent`; a result, a number given twice): an agent made to take up a
+            (:func:`.copying.uses_left`; a result, a number given twice): an agent made to take up a
             result otherwise passes the first call's operands again beside it, where the plan needs
-            the next given value. Enforced by the decoder.
+            the next given value. Within a call too: a chained call passes a result left once in
+            one argument only (not ``subtract(-23, -23)``). Enforced by the decoder.
     """
 
     temperature: float | None = None
@@ -325,8 +326,12 @@ def player(
                 prompt = replace(prompt, allowed_tools=fresh)
             if own.copy_arguments:
                 messages = prompt.messages
-                spans = unspent(messages, spent) if spending else conversation_spans(messages)
-                prompt = replace(prompt, copy_spans=spans)
+                if spending:
+                    left = uses_left(messages, spent)
+                    once = tuple(span for span, uses in left.items() if uses == 1)
+                    prompt = replace(prompt, copy_spans=tuple(left), once_spans=once)
+                else:
+                    prompt = replace(prompt, copy_spans=conversation_spans(messages))
                 if own.chain:
                     prompt = replace(prompt, chain_spans=result_spans(messages))
             if batcher is not None:

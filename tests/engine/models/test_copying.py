@@ -8,7 +8,7 @@ from ratchet.engine.models.copying import (
     conversation_spans,
     copy_only,
     result_spans,
-    unspent,
+    uses_left,
 )
 
 MESSAGES = (
@@ -138,7 +138,7 @@ def test_a_chained_call_takes_one_argument_from_the_latest_result():
 
 def test_a_value_is_spent_once_passed_as_often_as_the_conversation_mentions_it():
     def numbers(messages, spent):
-        return [span for span in unspent(messages, spent) if span.isdigit()]
+        return [span for span in uses_left(messages, spent) if span.isdigit()]
 
     assert numbers(STEPPED, []) == ["49", "8", "12", "392"]
     assert numbers(STEPPED, [49, 8.0]) == ["12", "392"]
@@ -146,13 +146,77 @@ def test_a_value_is_spent_once_passed_as_often_as_the_conversation_mentions_it()
     equal = (*STEPPED[:2], {"role": "tool", "content": "49"})
     assert numbers(equal, [49, 8]) == ["49", "12"]
     twice = ({"role": "user", "content": "Compute ((19 * 8) + 7) * 7."},)
-    assert "7" in unspent(twice, [7]) and "7" not in unspent(twice, [7, 7])
-    assert "Compute" not in unspent(STEPPED, ["Compute"])
-    assert unspent(STEPPED, [True]) == conversation_spans(STEPPED)  # a boolean is not 1
-    restricted = copy_only(CALC, unspent(STEPPED, [49, 8]))
+    assert uses_left(twice, [])["7"] == 2 and uses_left(twice, [7])["7"] == 1
+    assert "7" not in uses_left(twice, [7, 7])
+    assert "Compute" not in uses_left(STEPPED, ["Compute"])
+    assert uses_left(STEPPED, [True]) == uses_left(STEPPED, [])  # a boolean is not 1
+    assert tuple(uses_left(STEPPED, [])) == conversation_spans(STEPPED)
+    restricted = copy_only(CALC, tuple(uses_left(STEPPED, [49, 8])))
     subtract = chain_on(restricted, ["392"])[1]
     options = subtract["function"]["parameters"]["anyOf"]
     assert [o["properties"]["b"]["enum"] for o in options] == [[12, 392], [392]]
+
+
+def test_a_result_left_once_is_taken_up_by_one_argument_only():
+    # subtract(3, 26) -> -23: without within-call spending the next call could be
+    # subtract(-23, -23), the result passed as both operands.
+    messages = (
+        {"role": "user", "content": "Compute (3 - 26) * 4."},
+        {"role": "assistant", "content": None},
+        {"role": "tool", "content": "-23"},
+    )
+    left = uses_left(messages, [3, 26])
+    once = tuple(span for span, uses in left.items() if uses == 1)
+    assert "-23" in once and "4" in once
+    prompt = Prompt(
+        messages, tuple(CALC), copy_spans=tuple(left), chain_spans=("-23",), once_spans=once
+    )
+    add, subtract, finish = offered_tools(prompt)
+    options = subtract["function"]["parameters"]["anyOf"]
+    pairs = [(o["properties"]["a"]["enum"], o["properties"]["b"]["enum"]) for o in options]
+    assert pairs == [([-23], [4]), ([4], [-23])]
+    assert finish["function"]["parameters"]["properties"]["answer"]["enum"] == ["-23"]
+    assert tool_call_grammar([add, subtract, finish], 96, lambda text: len(text) // 3 + 1)
+    # Mentioned twice, the result may fill both operands.
+    again = (*messages[:2], {"role": "tool", "content": "-23 (that is, -23)"})
+    spans = tuple(uses_left(again, [3, 26]))
+    subtract = chain_on(copy_only(CALC, spans), ["-23"], once=())[1]
+    options = subtract["function"]["parameters"]["anyOf"]
+    assert options[0]["properties"]["b"]["enum"] == [4, -23]
+
+
+def test_a_value_left_once_that_would_leave_a_required_argument_empty_gets_no_alternative():
+    # The result is the only number left: no call can take it in one operand and not the
+    # other, so only finish can take it up.
+    lone = copy_only(CALC, ["5"])
+    assert [t["function"]["name"] for t in chain_on(lone, ["5"], once=["5"])] == ["finish"]
+    optional = {
+        "type": "function",
+        "function": {
+            "name": "note",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "text": {"type": "string", "enum": ["5", "x"]},
+                    "tag": {"type": "string", "enum": ["5"]},
+                },
+                "required": ["text"],
+            },
+        },
+    }
+    (chained,) = chain_on([optional], ["5"], once=["5"])
+    text_takes, tag_takes = chained["function"]["parameters"]["anyOf"]
+    assert "tag" not in text_takes["properties"]  # an optional argument left empty is dropped
+    assert tag_takes["properties"]["text"]["enum"] == ["x"]
+
+
+def test_many_values_left_once_share_alternatives_so_the_grammar_stays_bounded():
+    many = [str(n) for n in range(20)]
+    restricted = copy_only(CALC, many)
+    add = chain_on(restricted, many, once=many)[0]
+    options = add["function"]["parameters"]["anyOf"]
+    assert len(options) == 2  # one per argument, as without once
+    assert options[0]["properties"]["b"]["enum"] == list(range(20))
 
 
 def test_a_prompt_with_chain_spans_offers_only_chained_calls():

@@ -40,6 +40,10 @@ class Prompt:
         chain_spans: Values at least one argument of the reply must be copied from (the
             spans of the latest tool result, see :func:`.copying.chain_on`; ``None``: no
             such requirement). Applies with ``copy_spans`` only; enforced like it.
+        once_spans: Values of ``copy_spans`` the reply may pass only once (the conversation
+            mentions them once more than earlier calls passed them, see
+            :func:`.copying.uses_left`): a chained reply that takes one up from the latest
+            result passes it in no other argument. ``()``: no such limit.
         seed: This reply's own sampling seed, overriding the batch's (``Sampling.seed`` plus
             the prompt's position), so the reply samples alike in whatever batch it lands;
             ``None``: the batch's.
@@ -52,6 +56,7 @@ class Prompt:
     allowed_tools: tuple[str, ...] | None = None
     copy_spans: tuple[str, ...] | None = None
     chain_spans: tuple[str, ...] | None = None
+    once_spans: tuple[str, ...] = ()
     seed: int | None = None
 
 
@@ -66,7 +71,8 @@ def offered_tools(prompt: Prompt) -> tuple[dict[str, Any], ...]:
     """The tools ``prompt``'s reply may call: ``tools`` narrowed and restricted as it says.
 
     ``allowed_tools`` narrows which tools; ``copy_spans`` restricts their free arguments, and
-    ``chain_spans`` makes one of them take a value of the latest result.
+    ``chain_spans`` makes one of them take a value of the latest result (one of ``once_spans``
+    in that argument only).
     """
     tools = prompt.tools
     if prompt.allowed_tools is not None:
@@ -75,7 +81,9 @@ def offered_tools(prompt: Prompt) -> tuple[dict[str, Any], ...]:
     if prompt.copy_spans is None:
         return tools
     tools = copy_only(tools, prompt.copy_spans)
-    return tools if prompt.chain_spans is None else chain_on(tools, prompt.chain_spans)
+    if prompt.chain_spans is None:
+        return tools
+    return chain_on(tools, prompt.chain_spans, prompt.once_spans)
 
 
 def estimate_tokens(prompt: Prompt) -> int:

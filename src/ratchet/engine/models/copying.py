@@ -14,10 +14,12 @@ call then ``finish`` and is made to go on tends to repeat its first call's argum
 one returned (``subtract(392, ...)``, the order listed, the room reached) is what every
 multi-step plan is made of.
 
-Spending values (:func:`unspent`) closes the remaining gap: once a call has passed a value as often
-as the conversation mentions it, it is no longer offered, so a model made to go on cannot pass the
-first call's operands again (``multiply(392, 49)``) and chooses among the values it has not used
-yet: in a chain of operations on given numbers, the next number.
+Spending values (:func:`uses_left`) closes the remaining gap: once a call has passed a value as
+often as the conversation mentions it, it is no longer offered, so a model made to go on cannot pass
+the first call's operands again (``multiply(392, 49)``) and chooses among the values it has not used
+yet: in a chain of operations on given numbers, the next number. Spending holds within a call too:
+a chained call that takes up a result left once does not pass it again in another argument
+(``subtract(-23, -23)``, see :func:`chain_on`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from typing import Any
 
 MAX_SPANS = 400
 """Most spans offered per reply (the grammar of an argument grows with them)."""
+MAX_ONCE_OPTIONS = 8
+"""Most alternatives per tool that keep a value left once out of the other arguments."""
 _MAX_SPAN_CHARS = 80
 _EDGES = "()[]{}<>,.;:!?\"'`"
 _PHRASE_BREAKS = re.compile(r"[,;()\[\]{}\n]|\. |: ")
@@ -110,6 +114,12 @@ class _Values:
             return any(value == n and not isinstance(n, bool) for n in self.numbers)
         return False
 
+    def exactly(self, value: object) -> bool:
+        """Whether ``value`` is one of the spans as it stands, or a number one of them reads as."""
+        if isinstance(value, str):
+            return value in self.strings
+        return any(_same(value, n) for n in self.numbers)
+
 
 def copy_only(tools: Sequence[dict[str, Any]], spans: Sequence[str]) -> tuple[dict[str, Any], ...]:
     """``tools`` with every free string and number argument restricted to ``spans``.
@@ -145,13 +155,14 @@ def result_spans(messages: Sequence[dict[str, Any]]) -> tuple[str, ...] | None:
     return conversation_spans(messages[-1:]) or None
 
 
-def unspent(messages: Sequence[dict[str, Any]], spent: Sequence[object]) -> tuple[str, ...]:
-    """The spans of ``messages`` (:func:`conversation_spans`) not yet spent by earlier calls.
+def uses_left(messages: Sequence[dict[str, Any]], spent: Sequence[object]) -> dict[str, int]:
+    """How often calls may still pass each span of ``messages`` (:func:`conversation_spans`).
 
-    A span is spent once the calls of ``spent`` (their argument values) passed it as often as
-    the conversation mentions it: strings as they are, numbers by value (``"8"`` and ``8.0``
-    are one value). So a number the task gives twice can be passed twice, and a result equal
-    to a value already passed is offered again: it is a new mention.
+    A span may be passed as often as the conversation mentions it, less the times the calls of
+    ``spent`` (their argument values) passed it: strings as they are, numbers by value (``"8"``
+    and ``8.0`` are one value). So a number the task gives twice can be passed twice, and a
+    result equal to a value already passed is offered again: it is a new mention. Spans in
+    conversation order; spent ones (none left) are left out.
     """
     texts = [
         m["content"]
@@ -169,17 +180,19 @@ def unspent(messages: Sequence[dict[str, Any]], spent: Sequence[object]) -> tupl
         v for v in spent if isinstance(v, str | int | float) and not isinstance(v, bool)
     )
 
-    def left(span: str) -> bool:
+    def left(span: str) -> int:
         if (number := _number(span)) is not None:
-            return passed[number] < max(mentioned[number], 1)
+            return max(mentioned[number], 1) - passed[number]
         pattern = rf"(?<!\w){re.escape(span)}(?!\w)"
         mentions = sum(len(re.findall(pattern, text)) for text in texts)
-        return passed[span] < max(mentions, 1)
+        return max(mentions, 1) - passed[span]
 
-    return tuple(span for span in conversation_spans(messages) if left(span))
+    return {span: n for span in conversation_spans(messages) if (n := left(span)) > 0}
 
 
-def chain_on(tools: Sequence[dict[str, Any]], latest: Sequence[str]) -> tuple[dict[str, Any], ...]:
+def chain_on(
+    tools: Sequence[dict[str, Any]], latest: Sequence[str], once: Sequence[str] = ()
+) -> tuple[dict[str, Any], ...]:
     """``tools`` (already restricted by :func:`copy_only`) with one argument copied from ``latest``.
 
     Each tool's parameters become ``anyOf`` one alternative per top-level argument that can
@@ -187,15 +200,22 @@ def chain_on(tools: Sequence[dict[str, Any]], latest: Sequence[str]) -> tuple[di
     that argument required); which argument carries the result is the model's choice. A tool
     none of whose arguments can take one (no arguments, or none mentioned) is left out; when
     that leaves no tool, ``tools`` are returned as they are.
+
+    A value of ``once`` (one a call may pass only once more, see :func:`uses_left`) gets an
+    alternative of its own in which no other top-level argument may take it: a result given
+    once is not passed as two operands (``subtract(-23, -23)``). At most
+    :data:`MAX_ONCE_OPTIONS` such alternatives per tool; past that, the tool's values share
+    alternatives as without ``once``.
     """
     values = _Values.of(latest)
+    single = _Values.of(once)
     chained = []
     for tool in tools:
         function = tool.get("function", tool)
         parameters = function.get("parameters")
         if not isinstance(parameters, dict):
             continue
-        options = _chain_options(parameters, values)
+        options = _chain_options(parameters, values, single)
         if not options:
             continue
         tool = copy.deepcopy(tool)
@@ -206,26 +226,77 @@ def chain_on(tools: Sequence[dict[str, Any]], latest: Sequence[str]) -> tuple[di
     return tuple(chained) or tuple(tools)
 
 
-def _chain_options(parameters: dict[str, Any], latest: _Values) -> list[dict[str, Any]]:
-    """One copy of ``parameters`` per argument that can take a value of the latest result.
+def _chain_options(
+    parameters: dict[str, Any], latest: _Values, once: _Values
+) -> list[dict[str, Any]]:
+    """Copies of ``parameters`` in which one argument takes a value of the latest result.
 
     An argument can when its values (an ``enum``, or a ``const``: a closed set of one) include
-    one the result mentions.
+    one the result mentions. Its values left ``once`` each get a copy in which the other
+    top-level arguments cannot take that value; its other values share one copy.
     """
-    options = []
-    for name, child in (parameters.get("properties") or {}).items():
+    properties = parameters.get("properties") or {}
+    takers: list[tuple[str, list[Any], list[Any]]] = []
+    for name, child in properties.items():
         if not isinstance(child, dict):
             continue
         closed = [child["const"]] if "const" in child else child.get("enum")
         mentioned = [v for v in closed if latest.mention(v)] if isinstance(closed, list) else []
-        if not mentioned:
-            continue
-        option = copy.deepcopy(parameters)
-        if "const" not in child:
-            option["properties"][name] = {**child, "enum": mentioned}
-        option["required"] = sorted({*option.get("required", []), name})
-        options.append(option)
+        if mentioned:
+            takers.append((name, mentioned, [v for v in mentioned if once.exactly(v)]))
+    if sum(len(single) for _, _, single in takers) > MAX_ONCE_OPTIONS:
+        takers = [(name, mentioned, []) for name, mentioned, _ in takers]
+    options = []
+    for name, mentioned, single in takers:
+        shared = [v for v in mentioned if v not in single]
+        if shared:
+            options.append(_taking(parameters, name, shared))
+        for value in single:
+            option = _taking(parameters, name, [value])
+            if _keep_out(option, name, value):
+                options.append(option)
     return options
+
+
+def _taking(parameters: dict[str, Any], name: str, values: list[Any]) -> dict[str, Any]:
+    """A copy of ``parameters`` whose argument ``name`` is required and takes one of ``values``."""
+    option = copy.deepcopy(parameters)
+    if "const" not in option["properties"][name]:
+        option["properties"][name]["enum"] = values
+    option["required"] = sorted({*option.get("required", []), name})
+    return option
+
+
+def _keep_out(option: dict[str, Any], name: str, value: object) -> bool:
+    """Take ``value`` out of ``option``'s top-level arguments other than ``name``.
+
+    An optional argument left with no value is dropped; ``False`` when a required one would be
+    (no call could then take ``value`` in ``name``).
+    """
+    properties = option["properties"]
+    for other, child in list(properties.items()):
+        if other == name or not isinstance(child, dict):
+            continue
+        closed = [child["const"]] if "const" in child else child.get("enum")
+        if not isinstance(closed, list):
+            continue
+        kept = [v for v in closed if not _same(v, value)]
+        if kept and "const" not in child:
+            child["enum"] = kept
+        elif not kept and other in option.get("required", []):
+            return False
+        elif not kept:
+            del properties[other]
+    return True
+
+
+def _same(a: object, b: object) -> bool:
+    """Whether two argument values are one value (numbers by value; a boolean is no number)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    return isinstance(a, str) and a == b
 
 
 def _restrict(schema: dict[str, Any], values: _Values) -> None:
