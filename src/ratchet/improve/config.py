@@ -74,9 +74,10 @@ class ImproveConfig:
             instead of acting on what the call returned. Needs ``explore_copy_arguments``.
         explore_fresh_arguments: Make those copying samples spend each value: a value an earlier
             call of the episode passed is no longer offered, unless mentioned again (a result, a
-            number given twice; the decoder enforces it), for an agent that, made to take up a
-            result, passes the first call's operands again beside it instead of the next given
-            value. Needs ``explore_copy_arguments``.
+            number given twice; the decoder enforces it), and a result given once is passed in
+            one argument of a call only, for an agent that, made to take up a result, passes
+            the first call's operands or the result itself again beside it instead of the next
+            given value. Needs ``explore_copy_arguments``.
         explore_skip_repeats: Never let a training sample call a tool that takes no
             arguments right after calling it (the decoder enforces it): nothing happened in
             between, so the call would only repeat its result. For an agent that loops on one
