@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import json
 import re
+import shutil
 import subprocess
 import time
 from collections.abc import Iterable
@@ -229,8 +230,11 @@ def run(row: Row, out: Path, fresh: bool) -> dict[str, Any]:
     """Run (or read) one row and return its results record."""
     directory = out / row.name
     summary_file = directory / "summary.json"
+    if fresh and directory.exists():
+        # A fresh run starts from nothing: improve() refuses a directory holding a run.
+        shutil.rmtree(directory)
     if fresh or not summary_file.exists():
-        resume = (directory / "ratchet.db").exists() and not fresh
+        resume = (directory / "ratchet.db").exists()
         started = time.perf_counter()
         improve(
             row.config,
