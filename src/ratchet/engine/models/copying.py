@@ -248,7 +248,7 @@ def _chain_options(
         takers = [(name, mentioned, []) for name, mentioned, _ in takers]
     options = []
     for name, mentioned, single in takers:
-        shared = [v for v in mentioned if v not in single]
+        shared = [v for v in mentioned if not any(_same(v, s) for s in single)]
         if shared:
             options.append(_taking(parameters, name, shared))
         for value in single:
