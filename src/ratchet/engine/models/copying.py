@@ -103,16 +103,13 @@ class _Values:
         Closed-set values are matched as words inside spans too: ``brass key`` is mentioned
         by "You pick up the brass key." though no span is exactly it.
         """
-        if isinstance(value, str):
-            if value in self.strings:
-                return True
-            return (
-                bool(value)
-                and re.search(rf"(?<!\w){re.escape(value)}(?!\w)", self.text) is not None
-            )
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return any(value == n and not isinstance(n, bool) for n in self.numbers)
-        return False
+        if self.exactly(value):
+            return True
+        return (
+            isinstance(value, str)
+            and bool(value)
+            and re.search(rf"(?<!\w){re.escape(value)}(?!\w)", self.text) is not None
+        )
 
     def exactly(self, value: object) -> bool:
         """Whether ``value`` is one of the spans as it stands, or a number one of them reads as."""
@@ -240,8 +237,8 @@ def _chain_options(
     for name, child in properties.items():
         if not isinstance(child, dict):
             continue
-        closed = [child["const"]] if "const" in child else child.get("enum")
-        mentioned = [v for v in closed if latest.mention(v)] if isinstance(closed, list) else []
+        closed = _closed(child)
+        mentioned = [v for v in closed if latest.mention(v)] if closed is not None else []
         if mentioned:
             takers.append((name, mentioned, [v for v in mentioned if once.exactly(v)]))
     if sum(len(single) for _, _, single in takers) > MAX_ONCE_OPTIONS:
@@ -277,8 +274,8 @@ def _keep_out(option: dict[str, Any], name: str, value: object) -> bool:
     for other, child in list(properties.items()):
         if other == name or not isinstance(child, dict):
             continue
-        closed = [child["const"]] if "const" in child else child.get("enum")
-        if not isinstance(closed, list):
+        closed = _closed(child)
+        if closed is None:
             continue
         kept = [v for v in closed if not _same(v, value)]
         if kept and "const" not in child:
@@ -288,6 +285,14 @@ def _keep_out(option: dict[str, Any], name: str, value: object) -> bool:
         elif not kept:
             del properties[other]
     return True
+
+
+def _closed(schema: dict[str, Any]) -> list[Any] | None:
+    """The values a property may take if it is a closed set (its ``enum``, or its ``const``)."""
+    if "const" in schema:
+        return [schema["const"]]
+    closed = schema.get("enum")
+    return closed if isinstance(closed, list) else None
 
 
 def _same(a: object, b: object) -> bool:
