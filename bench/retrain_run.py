@@ -9,8 +9,16 @@ hold (never probe or test tasks). With ``--compare`` the run's own agent of that
 (its adapter as the run trained it) plays the same tasks with the same seed. It prints pass@1
 per level with 95% Wilson intervals; one training seed says little on its own.
 
+With ``--pairs K`` it tries the ``pairs`` lever instead: the agent plays each task of its own
+training episodes K more times as it is (unguided), the lever's DPO pairs are mined from those
+and the run's episodes (:func:`~ratchet.improve.levers.pairs.mine_pairs`), and the agent's
+adapter is continued on them with DPO (``--steps``, ``--learning-rate``, ``--beta``). That
+contrasts what the run's guided samples did with what the agent does alone, e.g. a second call
+against an early ``finish``.
+
     .venv/bin/python bench/retrain_run.py runs/matrix/calc-seed1 --agent v3 --compare \\
         --length-exponent 0.5 --steps 90
+    .venv/bin/python bench/retrain_run.py runs/matrix/calc-seed2 --agent v1 --pairs 2 --steps 30
 """
 
 from __future__ import annotations
@@ -18,21 +26,25 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from imitation_ceiling import draw, rates  # bench/ is the script's own directory
 
 from ratchet.core.agent import Agent, load_agent
 from ratchet.core.env import Env, problem_key_of
 from ratchet.core.task import Task
+from ratchet.core.trajectory import Trajectory
 from ratchet.engine.models import make_model
-from ratchet.engine.models.base import LoraSettings
+from ratchet.engine.models.base import LoraSettings, Preference
 from ratchet.engine.models.training import LocalTrainer
 from ratchet.engine.rollout import progress_bars, rollout
 from ratchet.engine.store import DB_NAME, Store
 from ratchet.envs.registry import load_env_reference
 from ratchet.improve.config import CPU_ROLLOUT
+from ratchet.improve.levers.pairs import PairsLever, groups, mine_pairs
 from ratchet.improve.levers.rft import RftLever
 
 
@@ -52,8 +64,12 @@ def main() -> None:
     parser.add_argument("--agent", default="v1", help="the run's agent whose settings to use")
     parser.add_argument("--compare", action="store_true", help="also play that agent's adapter")
     parser.add_argument("--steps", type=int, default=90)
-    parser.add_argument("--learning-rate", type=float, default=RftLever.learning_rate)
+    parser.add_argument(
+        "--learning-rate", type=float, help="default: the lever's (rft's, or pairs' with --pairs)"
+    )
     parser.add_argument("--length-exponent", type=float, default=1.0)
+    parser.add_argument("--pairs", type=int, default=0, help="DPO: unguided samples per task")
+    parser.add_argument("--beta", type=float, default=PairsLever.beta, help="DPO's beta")
     parser.add_argument("--eval", type=int, default=24, help="evaluation tasks per level")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -66,7 +82,7 @@ def main() -> None:
         raise SystemExit(f"{args.run} holds no training episodes")
     env_ref = experience[0].task.env
     env = load_env_reference(env_ref)
-    rft = RftLever(args.steps, learning_rate=args.learning_rate)
+    rft = RftLever(args.steps)
     successes = rft.successes(experience, env_ref)
     levels = sorted({t.task.difficulty for t in successes})
     counts = ", ".join(f"L{n} {sum(t.task.difficulty == n for t in successes)}" for n in levels)
@@ -83,26 +99,71 @@ def main() -> None:
         print(f"{args.agent} as the run trained it: {play(env, tasks, agent, own, args.seed)}")
     with tempfile.TemporaryDirectory() as work:
         out = Path(work) / "adapter"
-        settings = LoraSettings(
-            rft.steps,
-            rft.batch_size,
-            rft.learning_rate,
-            rft.lora_rank,
-            seed=args.seed,
-            length_exponent=args.length_exponent,
-        )
         started = time.perf_counter()
-        with progress_bars() as progress:
-            result = LocalTrainer().sft(successes, out, settings, progress)
+        if args.pairs:
+            start = agent.adapter_path(directory)
+            pairs = unguided_pairs(env, experience, agent, start, args.pairs, args.seed)
+            label = f"dpo from {args.agent}: {len(pairs)} pairs, beta {args.beta}"
+            settings = LoraSettings(
+                args.steps,
+                PairsLever.batch_size,
+                args.learning_rate or PairsLever.learning_rate,
+                PairsLever.lora_rank,
+                seed=args.seed,
+                beta=args.beta,
+            )
+            with progress_bars() as progress:
+                result = LocalTrainer().dpo(pairs, out, settings, start, progress)
+        else:
+            label = f"retrained: length exponent {args.length_exponent}"
+            settings = LoraSettings(
+                rft.steps,
+                rft.batch_size,
+                args.learning_rate or rft.learning_rate,
+                rft.lora_rank,
+                seed=args.seed,
+                length_exponent=args.length_exponent,
+            )
+            with progress_bars() as progress:
+                result = LocalTrainer().sft(successes, out, settings, progress)
         if result is None:
-            raise SystemExit("no success fit the training context")
+            raise SystemExit("nothing fit the training context")
         print(
-            f"retrained: {result.examples} examples, {args.steps} steps, length exponent "
-            f"{args.length_exponent}, loss {result.losses[0]:.3f} -> {result.losses[-1]:.3f}  "
+            f"{label}, {result.examples} examples, {args.steps} steps, loss "
+            f"{result.losses[0]:.3f} -> {result.losses[-1]:.3f}  "
             f"[{time.perf_counter() - started:.0f} s]"
         )
-        retrained = replace(agent, version="retrained", adapter=str(out))
-        print(f"retrained: {play(env, tasks, retrained, out, args.seed)}")
+        trained = replace(agent, version="trained", adapter=str(out))
+        print(f"trained: {play(env, tasks, trained, out, args.seed)}")
+
+
+def unguided_pairs(
+    env: Env, experience: list[Trajectory], agent: Agent, adapter: Path | None, k: int, seed: int
+) -> list[Preference]:
+    """DPO pairs of the run's episodes and ``k`` unguided samples of ``agent`` on their tasks."""
+    real = [
+        t
+        for t in experience
+        if t.agent == agent.version and t.error is None and not t.metadata.get("hindsight")
+    ]
+    if not real:
+        raise SystemExit(f"agent {agent.version} played no training episode in this run")
+    tasks = list({t.task.id: t.task for t in real}.values())
+    model = make_model("local", adapter=None if adapter is None else str(adapter))
+    own = rollout(env, tasks, agent, model, CPU_ROLLOUT, k=k, seed=seed, first_sample=1000)
+    levels = sorted({t.task.difficulty for t in own})
+    print(f"{agent.version} unguided on its {len(tasks)} training tasks: {rates(own, levels)}")
+    pairs = mine_pairs(groups(real + own), PairsLever.max_pairs)
+    if not pairs:
+        raise SystemExit("no task had a success and a failure parting at one action")
+    kinds = Counter(f"turn {p.turn}: {_tool(p.chosen)} over {_tool(p.rejected)}" for p in pairs)
+    print(f"{len(pairs)} pairs: " + ", ".join(f"{n} {kind}" for kind, n in kinds.most_common()))
+    return pairs
+
+
+def _tool(message: dict[str, Any]) -> str:
+    calls = message.get("tool_calls") or [{"function": {"name": "text"}}]
+    return str(calls[0]["function"]["name"])
 
 
 if __name__ == "__main__":
