@@ -1,4 +1,4 @@
-"""Retrain ``rft`` on a finished run's verified successes with other settings, offline.
+"""Retrain ``rft`` (or ``pairs``) on a finished run's experience with other settings, offline.
 
 A row of the results matrix takes an hour; whether another training setting would have
 learned more from the same experience takes minutes to check. This reads the training
@@ -83,6 +83,10 @@ def main() -> None:
     env_ref = experience[0].task.env
     env = load_env_reference(env_ref)
     rft = RftLever(args.steps)
+    pairs_lever = PairsLever(args.steps)
+    if args.learning_rate is not None:
+        rft = replace(rft, learning_rate=args.learning_rate)
+        pairs_lever = replace(pairs_lever, learning_rate=args.learning_rate)
     successes = rft.successes(experience, env_ref)
     levels = sorted({t.task.difficulty for t in successes})
     counts = ", ".join(f"L{n} {sum(t.task.difficulty == n for t in successes)}" for n in levels)
@@ -105,10 +109,10 @@ def main() -> None:
             pairs = unguided_pairs(env, experience, agent, start, args.pairs, args.seed)
             label = f"dpo from {args.agent}: {len(pairs)} pairs, beta {args.beta}"
             settings = LoraSettings(
-                args.steps,
-                PairsLever.batch_size,
-                args.learning_rate or PairsLever.learning_rate,
-                PairsLever.lora_rank,
+                pairs_lever.steps,
+                pairs_lever.batch_size,
+                pairs_lever.learning_rate,
+                pairs_lever.lora_rank,
                 seed=args.seed,
                 beta=args.beta,
             )
@@ -119,7 +123,7 @@ def main() -> None:
             settings = LoraSettings(
                 rft.steps,
                 rft.batch_size,
-                args.learning_rate or rft.learning_rate,
+                rft.learning_rate,
                 rft.lora_rank,
                 seed=args.seed,
                 length_exponent=args.length_exponent,
