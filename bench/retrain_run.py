@@ -46,6 +46,7 @@ from ratchet.envs.registry import load_env_reference
 from ratchet.improve.config import CPU_ROLLOUT
 from ratchet.improve.levers.pairs import PairsLever, groups, mine_pairs
 from ratchet.improve.levers.rft import RftLever
+from ratchet.improve.levers.weights import WeightLever
 
 
 def play(env: Env, tasks: list[Task], agent: Agent, adapter: Path, seed: int) -> str:
@@ -104,30 +105,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         out = Path(work) / "adapter"
         started = time.perf_counter()
+        lever: WeightLever = pairs_lever if args.pairs else rft
+        # Each trainer reads its own knob: DPO the beta, SFT the length exponent.
+        settings = LoraSettings(
+            lever.steps,
+            lever.batch_size,
+            lever.learning_rate,
+            lever.lora_rank,
+            seed=args.seed,
+            beta=args.beta,
+            length_exponent=args.length_exponent,
+        )
         if args.pairs:
             start = agent.adapter_path(directory)
             pairs = unguided_pairs(env, experience, agent, start, args.pairs, args.seed)
             label = f"dpo from {args.agent}: {len(pairs)} pairs, beta {args.beta}"
-            settings = LoraSettings(
-                pairs_lever.steps,
-                pairs_lever.batch_size,
-                pairs_lever.learning_rate,
-                pairs_lever.lora_rank,
-                seed=args.seed,
-                beta=args.beta,
-            )
             with progress_bars() as progress:
                 result = LocalTrainer().dpo(pairs, out, settings, start, progress)
         else:
             label = f"retrained: length exponent {args.length_exponent}"
-            settings = LoraSettings(
-                rft.steps,
-                rft.batch_size,
-                rft.learning_rate,
-                rft.lora_rank,
-                seed=args.seed,
-                length_exponent=args.length_exponent,
-            )
             with progress_bars() as progress:
                 result = LocalTrainer().sft(successes, out, settings, progress)
         if result is None:
