@@ -9,7 +9,7 @@ from ratchet.engine.harness import Budget
 from ratchet.engine.models import ModelError
 from ratchet.engine.models.base import Completion
 from ratchet.engine.models.fake import FakeModel
-from ratchet.engine.rollout import Exploration, RolloutConfig, opening_tool, rollout
+from ratchet.engine.rollout import Exploration, RolloutConfig, drawn_tool, rollout
 from ratchet.envs.calc import env
 
 
@@ -235,15 +235,41 @@ def test_an_episode_exploring_a_first_tool_opens_with_that_tool_and_then_chooses
     assert "first_tool" not in plain[0].metadata
 
 
-def test_every_second_opening_tool_is_one_the_task_names_by_its_verb():
+def test_an_episode_exploring_a_last_tool_makes_its_last_call_before_finish_with_that_tool():
+    task = next(t for t in TASKS if len(env.oracle(t)) == 3)  # two calls, then finish
+    callable_tools = sorted(n for n in env.session(task).tools if n != "finish")
+    ending = env.oracle(task)[1].name
+    index = 2 * callable_tools.index(ending) + 1  # odd: any tool
+    prompts, result = explore_once(task, Exploration(min_calls=2, last_tool=index))
+    first, second, third = (p.allowed_tools for p in prompts)
+    assert first and "finish" not in first and ending in first and len(first) > 1
+    assert second == (ending,) and third is None and result.passed
+    assert result.metadata["last_tool"] == ending and "first_tool" not in result.metadata
+    # Without a call past the first to make, the last call before finish is the first.
+    prompts, result = explore_once(task, Exploration(last_tool=index))
+    assert prompts[0].allowed_tools == (ending,) and prompts[1].allowed_tools is None
+    assert result.metadata["last_tool"] == ending
+
+
+def test_a_first_tool_wins_where_it_and_a_last_tool_fall_on_the_first_call():
+    task = TASKS[0]
+    callable_tools = sorted(n for n in env.session(task).tools if n != "finish")
+    opening = env.oracle(task)[0].name
+    index = 2 * callable_tools.index(opening) + 1
+    prompts, result = explore_once(task, Exploration(first_tool=index, last_tool=index + 2))
+    assert prompts[0].allowed_tools == (opening,)
+    assert result.metadata["first_tool"] == opening and "last_tool" not in result.metadata
+
+
+def test_every_second_drawn_tool_is_one_the_task_names_by_its_verb():
     tools = ["delete_file", "list_files", "move_file", "read_file"]
     task = "In the workspace: Move a.log into logs/; delete b.tmp."
-    assert {opening_tool(tools, task, draw) for draw in range(0, 8, 2)} == {
+    assert {drawn_tool(tools, task, draw) for draw in range(0, 8, 2)} == {
         "delete_file",
         "move_file",
     }
-    assert [opening_tool(tools, task, draw) for draw in range(1, 9, 2)] == tools
-    assert [opening_tool(tools, "What is 2 + 3?", draw) for draw in range(8)] == [
+    assert [drawn_tool(tools, task, draw) for draw in range(1, 9, 2)] == tools
+    assert [drawn_tool(tools, "What is 2 + 3?", draw) for draw in range(8)] == [
         tool for tool in tools for _ in range(2)
     ]
 

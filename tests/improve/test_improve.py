@@ -501,6 +501,21 @@ def test_the_guided_share_sets_how_many_samples_of_a_task_explore_past_finish(tm
         assert not any("min_calls" in t.metadata for t in held_out)
 
 
+def test_with_explore_last_tool_every_second_guided_sample_ends_with_a_drawn_tool(tmp_path):
+    config = replace(CONFIG, rounds=1, train_k=4, explore_last_tool=True)
+    for share, ended in ((1.0, {1, 3}), (0.5, {3})):
+        summary, train, held_out = explored(
+            replace(config, explore_guided_share=share), tmp_path / f"{share}"
+        )
+        drawn = [t for t in train if "last_tool" in t.metadata]
+        assert {t.sample for t in drawn} == ended
+        tools = {name for name in env.session(drawn[0].task).tools if name != "finish"}
+        assert all(t.metadata["last_tool"] in tools for t in drawn)  # the fake ignores it
+        assert len({t.metadata["last_tool"] for t in drawn}) > 1  # drawn, not one fixed tool
+        assert not any("last_tool" in t.metadata for t in held_out)
+        assert summary["rounds"][0]["last_tool"][1] == len(drawn)
+
+
 def test_with_explore_first_tool_every_second_training_sample_opens_with_a_drawn_tool(tmp_path):
     config = replace(CONFIG, rounds=1, explore_first_tool=True)
     summary, train, held_out = explored(config, tmp_path)

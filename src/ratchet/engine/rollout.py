@@ -71,13 +71,21 @@ class Exploration:
             prompt is unchanged (the decoder enforces it, see :attr:`Prompt.allowed_tools`),
             so a success found this way trains like any other.
         first_tool: Restrict the first call to one tool other than ``finish``, drawn by
-            this number (see :func:`opening_tool`): every second draw is among the tools the
+            this number (see :func:`drawn_tool`): every second draw is among the tools the
             task names by their verb (``move_file`` for "move ... into logs/"), the others
             among all of them. An agent that always opens with the same call (a listing, say)
             never sees what the other tools return, and hindsight has nothing else to name;
             a uniform draw over the eight tools of ``files`` opens one sample of a "move"
             task in eight with a move. Like ``min_calls``, the decoder enforces it
             and the prompt is unchanged. ``None``: the first call is the agent's own choice.
+        last_tool: Restrict the last call before ``finish`` is offered (the call at turn
+            ``min_calls``, counting from 1; the first call when ``min_calls`` is 0 or 1) to one
+            tool other than ``finish``, drawn by this number like ``first_tool`` (which wins
+            when both fall on the first call). A built-in ladder adds one step per level, so
+            an agent that mastered level L-1 mostly gets the first L-1 calls of a level-L plan
+            right and has never learned the step that ends it: it makes the same wrong last
+            call on every sample (calc: ``divide`` where the task says "grows to 8 times").
+            ``None``: the agent's own choice.
         copy_arguments: Restrict every free string and number argument to a span of the
             conversation (:mod:`ratchet.engine.models.copying`): an agent that knows which
             tool to call but invents its arguments (an email, an order id) gets them right
@@ -102,6 +110,7 @@ class Exploration:
     temperature: float | None = None
     min_calls: int = 0
     first_tool: int | None = None
+    last_tool: int | None = None
     copy_arguments: bool = False
     skip_repeats: bool = False
     chain: bool = False
@@ -163,7 +172,7 @@ def rollout(
         description: Label for the progress bar.
         explore: ``explore(task, sample)``: how each episode explores (recorded in its
             ``metadata["temperature"]``, ``metadata["min_calls"]``,
-            ``metadata["first_tool"]``, ``metadata["copy_arguments"]``,
+            ``metadata["first_tool"]``, ``metadata["last_tool"]``, ``metadata["copy_arguments"]``,
             ``metadata["skip_repeats"]``, ``metadata["chain"]`` and ``metadata["fresh"]``);
             ``None``: the agent as it is.
 
@@ -304,7 +313,13 @@ def player(
         episode_seed = seed + _episode_seed(task, sample)
         # The episode's own temperature travels with its prompts, so a batch can mix them.
         own = Exploration() if explore is None else explore(task, sample)
-        forced: list[str] = []
+        # Turn -> (metadata key, draw) of the calls the decoder restricts to a drawn tool.
+        draws: dict[int, tuple[str, int]] = {}
+        if own.last_tool is not None:
+            draws[max(own.min_calls, 1) - 1] = ("last_tool", own.last_tool)
+        if own.first_tool is not None:
+            draws[0] = ("first_tool", own.first_tool)
+        forced: dict[str, str] = {}
         # Spending applies to copied arguments only, so only copying samples keep count.
         spending = own.copy_arguments and own.fresh
         spent: list[object] = []
@@ -317,9 +332,10 @@ def player(
             prompt = replace(
                 prompt, key=f"{task.id}:{sample}", temperature=own.temperature, seed=turn_seed
             )
-            if turn == 0 and own.first_tool is not None and (callable_tools := _calls(prompt)):
-                forced.append(opening_tool(callable_tools, task.instruction, own.first_tool))
-                prompt = replace(prompt, allowed_tools=(forced[0],))
+            if turn in draws and (callable_tools := _calls(prompt)):
+                key, draw = draws[turn]
+                forced[key] = drawn_tool(callable_tools, task.instruction, draw)
+                prompt = replace(prompt, allowed_tools=(forced[key],))
             elif turn < own.min_calls:
                 prompt = replace(prompt, allowed_tools=_calls(prompt) or None)
             if own.skip_repeats and turn and (fresh := _without_repeat(prompt)):
@@ -360,8 +376,7 @@ def player(
         metadata: dict[str, Any] = {"temperature": own.temperature}
         if own.min_calls:
             metadata["min_calls"] = own.min_calls
-        if forced:
-            metadata["first_tool"] = forced[0]
+        metadata.update(forced)
         if own.copy_arguments:
             metadata["copy_arguments"] = True
         if own.skip_repeats:
@@ -375,8 +390,8 @@ def player(
     return play
 
 
-def opening_tool(tools: Sequence[str], instruction: str, draw: int) -> str:
-    """The tool an exploring episode opens with: drawn by ``draw``, favouring named tools.
+def drawn_tool(tools: Sequence[str], instruction: str, draw: int) -> str:
+    """The tool an exploring episode must call (first or last), drawn by ``draw``.
 
     A tool is named when the first word of its name (``move`` of ``move_file``) is a word of
     ``instruction``, in any case. An even ``draw`` picks among the named tools, if any; an

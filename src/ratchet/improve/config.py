@@ -63,8 +63,15 @@ class ImproveConfig:
             per episode (any but ``finish``; the decoder enforces it), for an agent that
             always opens with the same call and so never sees what the other tools return.
             Every second draw is among the tools the task names by their verb (``move_file``
-            for "move a.log into logs/", see :func:`~ratchet.engine.rollout.opening_tool`).
+            for "move a.log into logs/", see :func:`~ratchet.engine.rollout.drawn_tool`).
             Probe and test episodes are never constrained.
+        explore_last_tool: Make every second guided sample of a task (the second, fourth,
+            ...) call a tool drawn per episode at the last step before ``finish`` is offered
+            (its L-th call on a level-L task with ``explore_past_finish``, else its first).
+            The ladders add one step per level, so an agent that mastered the level below
+            makes the earlier calls right and the new last one the same wrong way on every
+            sample (calc: ``divide`` for "grows to 8 times"); the drawn call gives a task's
+            samples a last step the agent would not have chosen.
         explore_copy_arguments: Make those same samples copy every free string and number
             argument from the conversation (a word, phrase or value it was shown; the decoder
             enforces it), for an agent that picks the right tool but invents its arguments.
@@ -124,6 +131,7 @@ class ImproveConfig:
     explore_guided_share: float = 0.5
     explore_past_finish: bool = True
     explore_first_tool: bool = False
+    explore_last_tool: bool = False
     explore_copy_arguments: bool = False
     explore_chain: bool = False
     explore_fresh_arguments: bool = False

@@ -97,6 +97,8 @@ class Practice:
         the next level needs, and leaves nothing to learn them from. With
         ``explore_first_tool``, those same samples open with a call to a tool drawn per
         episode (any but ``finish``), so actions the agent never picks first get tried too;
+        with ``explore_last_tool``, every second of them makes its last call before ``finish``
+        with a drawn tool, so a task's samples do not all end a plan the same wrong way;
         with ``explore_copy_arguments``, their free arguments are copied from the conversation,
         with ``explore_chain`` each call takes up one value of the result before it, and with
         ``explore_fresh_arguments`` no value is passed twice.
@@ -115,14 +117,17 @@ class Practice:
         }
 
         def explore(task: Task, sample: int) -> Exploration:
-            index = sample - first
-            guided = is_guided(index, self.config.explore_guided_share)
+            index, share = sample - first, self.config.explore_guided_share
+            guided = is_guided(index, share)
             withheld = self.config.explore_past_finish and guided
             varied = self.config.explore_first_tool and guided
+            # Every second guided sample: the others keep the agent's own last step.
+            ended = self.config.explore_last_tool and guided and is_guided(index, share / 2)
             return Exploration(
                 chosen[task.id][index],
                 task.difficulty if withheld else 0,
                 zlib.crc32(f"{task.id}:{sample}".encode()) if varied else None,
+                zlib.crc32(f"{task.id}:{sample}:last".encode()) if ended else None,
                 self.config.explore_copy_arguments and guided,
                 self.config.explore_skip_repeats,
                 self.config.explore_chain,

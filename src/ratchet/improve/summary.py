@@ -50,6 +50,7 @@ def round_record(
 _CONSTRAINED = (
     ("past_finish", "min_calls", "exploring past finish"),
     ("first_tool", "first_tool", "opening with a drawn tool"),
+    ("last_tool", "last_tool", "ending with a drawn tool"),
     ("copy_arguments", "copy_arguments", "copying their arguments"),
     ("skip_repeats", "skip_repeats", "never repeating a call without arguments"),
     ("chain", "chain", "taking up each result"),
