@@ -42,6 +42,13 @@ def test_hindsight_replays_and_crashes_are_not_counted():
     assert rates.levels == {} and rates.task(TASKS[0]) is None
 
 
+def test_episodes_with_a_drawn_call_are_not_the_agents_own_and_are_not_counted():
+    own = [episode(TASKS[0], True) for _ in range(2)]
+    drawn = [episode(TASKS[0], False, last_tool="add"), episode(TASKS[0], False, first_tool="add")]
+    rates = SuccessRates.of(own + drawn)
+    assert rates.levels == {1: (2, 2)} and rates.tasks == {TASKS[0].id: (2, 2)}
+
+
 def test_the_frontier_weighs_most_and_never_zero():
     assert frontier_weight(0.5) == 1.0
     assert frontier_weight(0.0) == frontier_weight(1.0) == FLOOR

@@ -107,8 +107,8 @@ def choose_tasks(
 
     Args:
         env: The env to draw fresh ``train`` tasks from.
-        history: Training episodes so far (success rates, revisits); hindsight replays are
-            ignored.
+        history: Training episodes so far (success rates, revisits); hindsight replays and
+            episodes with a drawn call are ignored (see :class:`.SuccessRates`).
         n: How many tasks.
         seed: Seed for this round's draw.
         config: Curriculum settings.

@@ -3,8 +3,10 @@
 Tasks the agent solves sometimes carry the most signal: a success to imitate and a failure to
 contrast it with (:mod:`ratchet.improve.levers.pairs`, :mod:`ratchet.improve.levers.grpo`). The
 curriculum samples such tasks, and exploration picks each task's sampling temperature from the
-same estimate. Estimates come from the agent's real training episodes only: hindsight replays
-are successes by construction and would make every level look solved.
+same estimate. Estimates come from the agent's own choices only: hindsight replays are
+successes by construction and would make every level look solved, and an episode whose first or
+last call was drawn (:attr:`~ratchet.engine.rollout.Exploration.first_tool`, ``last_tool``)
+measures the draw, which picks a wrong tool three times in four on calc.
 
 A task's rate is its own passes and attempts shrunk toward its family-and-difficulty rate,
 which is shrunk toward its difficulty's rate (each prior counts as :data:`PRIOR_WEIGHT`
@@ -32,6 +34,10 @@ HOTTEST = 1.0
 SPREAD = 0.2
 
 Counts = dict[Hashable, tuple[int, int]]
+
+NOT_OWN = ("hindsight", "first_tool", "last_tool")
+"""Episode metadata marking an episode whose outcome is not the agent's own: a hindsight replay,
+or one with a call the decoder drew for it."""
 
 
 def _count(episodes: Iterable[Trajectory], key: str) -> Counts:
@@ -71,8 +77,16 @@ class SuccessRates:
 
     @classmethod
     def of(cls, history: Sequence[Trajectory]) -> SuccessRates:
-        """Count ``history``'s episodes, leaving hindsight replays and crashed episodes out."""
-        real = [t for t in history if not t.metadata.get("hindsight") and t.verdict is not None]
+        """Count ``history``'s episodes but hindsight replays, crashes and drawn calls.
+
+        Counted, the drawn calls made calc's mastered level 1 look half solved (every second
+        sample drew its one call), and the curriculum spent 70 of a round's 96 tasks there.
+        """
+        real = [
+            t
+            for t in history
+            if t.verdict is not None and not any(t.metadata.get(key) for key in NOT_OWN)
+        ]
         return cls(_count(real, "task"), _count(real, "cell"), _count(real, "level"))
 
     @classmethod
