@@ -117,6 +117,10 @@ class Exploration:
     fresh: bool = False
 
 
+DRAWN_CALLS = ("first_tool", "last_tool")
+"""The metadata keys under which an episode records a call the decoder drew for it (see
+:attr:`Exploration.first_tool` and :attr:`Exploration.last_tool`)."""
+
 Explore = Callable[[Task, int], Exploration]
 """``explore(task, sample) -> Exploration``: how each episode explores."""
 

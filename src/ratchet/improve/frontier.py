@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
+from ratchet.engine.rollout import DRAWN_CALLS
 
 PRIOR_WEIGHT = 2.0
 FLOOR = 0.15
@@ -35,7 +36,7 @@ SPREAD = 0.2
 
 Counts = dict[Hashable, tuple[int, int]]
 
-NOT_OWN = ("hindsight", "first_tool", "last_tool")
+NOT_OWN = ("hindsight", *DRAWN_CALLS)
 """Episode metadata marking an episode whose outcome is not the agent's own: a hindsight replay,
 or one with a call the decoder drew for it."""
 
