@@ -12,9 +12,9 @@ per level with 95% Wilson intervals; one training seed says little on its own.
 With ``--pairs K`` it tries the ``pairs`` lever instead: the agent plays each task of its own
 training episodes K more times as it is (unguided), the lever's DPO pairs are mined from those
 and the run's episodes (:func:`~ratchet.improve.levers.pairs.mine_pairs`), and the agent's
-adapter is continued on them with DPO (``--steps``, ``--learning-rate``, ``--beta``). That
-contrasts what the run's guided samples did with what the agent does alone, e.g. a second call
-against an early ``finish``.
+adapter is continued on them with DPO (``--steps``, ``--learning-rate``, ``--beta``,
+``--chosen-nll-weight``). That contrasts what the run's guided samples did with what the agent
+does alone, e.g. a second call against an early ``finish``.
 
     .venv/bin/python bench/retrain_run.py runs/matrix/calc-seed1 --agent v3 --compare \\
         --length-exponent 0.5 --steps 90
@@ -71,6 +71,12 @@ def main() -> None:
     parser.add_argument("--length-exponent", type=float, default=1.0)
     parser.add_argument("--pairs", type=int, default=0, help="DPO: unguided samples per task")
     parser.add_argument("--beta", type=float, default=PairsLever.beta, help="DPO's beta")
+    parser.add_argument(
+        "--chosen-nll-weight",
+        type=float,
+        default=PairsLever.chosen_nll_weight,
+        help="DPO: weight of the SFT term on each pair's chosen action (0: plain DPO)",
+    )
     parser.add_argument("--eval", type=int, default=24, help="evaluation tasks per level")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -106,7 +112,8 @@ def main() -> None:
         out = Path(work) / "adapter"
         started = time.perf_counter()
         lever: WeightLever = pairs_lever if args.pairs else rft
-        # Each trainer reads its own knob: DPO the beta, SFT the length exponent.
+        # Each trainer reads its own knobs: DPO the beta and the NLL weight, SFT the length
+        # exponent.
         settings = LoraSettings(
             lever.steps,
             lever.batch_size,
@@ -115,11 +122,15 @@ def main() -> None:
             seed=args.seed,
             beta=args.beta,
             length_exponent=args.length_exponent,
+            chosen_nll_weight=args.chosen_nll_weight,
         )
         if args.pairs:
             start = agent.adapter_path(directory)
             pairs = unguided_pairs(env, experience, agent, start, args.pairs, args.seed)
-            label = f"dpo from {args.agent}: {len(pairs)} pairs, beta {args.beta}"
+            label = (
+                f"dpo from {args.agent}: {len(pairs)} pairs, beta {args.beta}, "
+                f"chosen NLL weight {args.chosen_nll_weight}"
+            )
             with progress_bars() as progress:
                 result = LocalTrainer().dpo(pairs, out, settings, start, progress)
         else:

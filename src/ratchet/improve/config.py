@@ -107,6 +107,9 @@ class ImproveConfig:
             rft and demos, 2e-4 for pairs and grpo).
         beta: How strongly pairs (DPO's beta) and grpo (its KL weight) hold the policy to the
             incumbent; unset: each lever's own (0.1 and 0.04).
+        chosen_nll_weight: pairs' SFT term: each pair's chosen action's mean token negative
+            log-likelihood, times this, joins its DPO loss (RPO; TRL's rpo_alpha), so DPO
+            cannot widen a margin only by sinking the rejected action; 0 is plain DPO.
         demos: Where the demos lever's demonstrations come from: oracle (the env's solutions),
             teacher (the --reflector model) or the path of a JSONL export.
         rollout: Concurrency, reply cap and per-episode budgets (``max_turns`` unset means
@@ -145,6 +148,7 @@ class ImproveConfig:
     experience: str | None = None
     learning_rate: float | None = None
     beta: float | None = None
+    chosen_nll_weight: float = 0.0
     demos: str = "oracle"
     rollout: RolloutConfig = field(default_factory=lambda: CPU_ROLLOUT)
     gate: GateConfig = field(default_factory=GateConfig)
@@ -154,9 +158,10 @@ class ImproveConfig:
 
         Raises:
             ValueError: If ``explore_guided_share`` or ``train_length_exponent`` is outside
-                0-1, ``explore_chain`` or ``explore_fresh_arguments`` is set without
-                ``explore_copy_arguments``, or the demos lever is asked for with a source that
-                is neither ``oracle``, ``teacher`` (with a reflector) nor an existing file.
+                0-1, ``chosen_nll_weight`` is negative, ``explore_chain`` or
+                ``explore_fresh_arguments`` is set without ``explore_copy_arguments``, or the
+                demos lever is asked for with a source that is neither ``oracle``, ``teacher``
+                (with a reflector) nor an existing file.
         """
         if not 0.0 <= self.explore_guided_share <= 1.0:
             raise ValueError(
@@ -167,6 +172,11 @@ class ImproveConfig:
             raise ValueError(
                 f"--train-length-exponent is from 0 (every length drawn equally) to 1 (as "
                 f"verified), not {self.train_length_exponent}"
+            )
+        if self.chosen_nll_weight < 0:
+            raise ValueError(
+                f"--chosen-nll-weight weighs a loss term; it cannot be negative "
+                f"({self.chosen_nll_weight})"
             )
         if self.explore_chain and not self.explore_copy_arguments:
             raise ValueError(
@@ -199,7 +209,7 @@ class ImproveConfig:
         policy = {**weights, **({} if self.beta is None else {"beta": self.beta})}
         return {
             "rft": {**weights, "length_exponent": self.train_length_exponent},
-            "pairs": policy,
+            "pairs": {**policy, "chosen_nll_weight": self.chosen_nll_weight},
             "grpo": policy,
             "demos": {**weights, "source": self.demos},
         }

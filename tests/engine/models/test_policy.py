@@ -1,6 +1,7 @@
 """DPO and GRPO training on a tiny random model: what the losses do to the policy."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -147,6 +148,34 @@ def test_dpo_raises_the_chosen_action_over_the_rejected_one(tmp_path):
     trained = peft.PeftModel.from_pretrained(tiny_model(), str(tmp_path / "a"))
     after = [margin(trained, e) for e in examples]
     assert all(a > b + 0.1 for a, b in zip(after, before, strict=True))
+
+
+def test_the_chosen_nll_term_adds_to_the_loss_and_trains_the_chosen_action(tmp_path):
+    import peft
+
+    examples = [PairExample([3, 4, 5, 6], [10, 11, 12], [20, 21]), PairExample([7, 8], [30], [40])]
+
+    def chosen_logps(model):
+        return [float(token_logps(model, [e.sequences()[0]])[0].sum()) for e in examples]
+
+    before = chosen_logps(tiny_model())
+    nlls = [-logp / len(e.chosen_ids) for logp, e in zip(before, examples, strict=True)]
+    settings = LoraSettings(
+        steps=12, batch_size=2, learning_rate=5e-3, rank=4, beta=0.5, chosen_nll_weight=2.0
+    )
+    losses = train_dpo(tiny_model(), examples, tmp_path / "rpo", settings)
+    # At the start the policy is the reference: log 2 per pair plus its weighted NLL, averaged
+    # over the step's two pairs (drawn with replacement).
+    starts = [math.log(2) + 2.0 * (a + b) / 2 for a in nlls for b in nlls]
+    assert any(math.isclose(losses[0], start, rel_tol=1e-4) for start in starts)
+    # With beta 0 the DPO term is a constant log 2: only the NLL term can move the weights.
+    flat = replace(settings, beta=0.0)
+    train_dpo(tiny_model(), examples, tmp_path / "nll", flat)
+    train_dpo(tiny_model(), examples, tmp_path / "none", replace(flat, chosen_nll_weight=0.0))
+    assert lora_b_norm(tmp_path / "none") == 0
+    assert lora_b_norm(tmp_path / "nll") > 0
+    trained = peft.PeftModel.from_pretrained(tiny_model(), str(tmp_path / "nll"))
+    assert all(a > b + 0.1 for a, b in zip(chosen_logps(trained), before, strict=True))
 
 
 def test_dpo_continues_an_adapter_and_holds_to_it_as_the_reference(tmp_path):

@@ -82,7 +82,7 @@ def test_the_lever_trains_dpo_from_the_incumbents_adapter(tmp_path):
     relabel = replace(play(ORACLE, sample=5), metadata={"hindsight": True})
     experience = [play(ORACLE), play([wrong_finish()], sample=1), relabel]
     incumbent = Agent(version="v3", model="local", adapter="adapter")
-    lever = PairsLever(steps=7, beta=0.3, learning_rate=1e-4)
+    lever = PairsLever(steps=7, beta=0.3, chosen_nll_weight=0.5, learning_rate=1e-4)
     candidate = lever.propose(
         context(experience, tmp_path, trainer, incumbent, tmp_path / "agents" / "v3")
     )
@@ -91,8 +91,10 @@ def test_the_lever_trains_dpo_from_the_incumbents_adapter(tmp_path):
     call = trainer.calls[-1]
     assert call["method"] == "dpo" and len(call["data"]) == 1
     assert call["start"] == tmp_path / "agents" / "v3" / "adapter"
-    assert (call["settings"].steps, call["settings"].beta) == (7, 0.3)
+    settings = call["settings"]
+    assert (settings.steps, settings.beta, settings.chosen_nll_weight) == (7, 0.3, 0.5)
     assert candidate.notes["pairs"] == 1 and candidate.notes["beta"] == 0.3
+    assert candidate.notes["chosen_nll_weight"] == 0.5
 
 
 def test_no_pairs_no_candidate_and_no_trainer_is_an_error(tmp_path):

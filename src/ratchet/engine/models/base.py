@@ -210,6 +210,10 @@ class LoraSettings:
             actions): each length in proportion to its count raised to this power (1: as
             verified; 0.5: a rare length more; see
             :func:`~ratchet.engine.models.training.balanced_weights`); unused by DPO and GRPO.
+        chosen_nll_weight: Weight of an SFT term in :meth:`Trainer.dpo`: each pair's chosen
+            action's mean token negative log-likelihood, added to its DPO loss (RPO; TRL's
+            ``rpo_alpha``), so the margin grows by raising the chosen action, not only by
+            sinking the rejected one; 0 is plain DPO. Unused by SFT and GRPO.
     """
 
     steps: int = 30
@@ -221,6 +225,7 @@ class LoraSettings:
     beta: float = 0.1
     clip: float = 0.2
     length_exponent: float = 1.0
+    chosen_nll_weight: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -306,7 +311,8 @@ class Trainer(Protocol):
         """Train on preference pairs with the DPO loss, the policy at ``start`` the reference.
 
         The loss of a pair is ``-log sigmoid(beta * (chosen margin - rejected margin))``, a
-        margin being an action's log-probability under the policy minus under the reference.
+        margin being an action's log-probability under the policy minus under the reference,
+        plus ``chosen_nll_weight`` times the chosen action's mean token negative log-likelihood.
         """
         ...
 

@@ -8,7 +8,8 @@ model is kept in memory.
 - :func:`train_dpo`: a :class:`~ratchet.engine.models.base.Preference` pair is a prompt (the
   conversation up to a state) and two actions taken there; the loss is DPO's
   ``-log sigmoid(beta * ((chosen - ref chosen) - (rejected - ref rejected)))`` over the actions'
-  summed token log-probabilities.
+  summed token log-probabilities, plus ``chosen_nll_weight`` times the chosen action's mean
+  token negative log-likelihood (RPO's SFT term; 0 leaves plain DPO).
 - :func:`train_grpo`: each episode's assistant tokens (failed actions included) are reinforced
   by its advantage with GRPO's clipped surrogate ``min(r A, clip(r, 1 - c, 1 + c) A)`` per token,
   ``r`` the policy-to-reference probability ratio, plus ``beta`` times the k3 estimate of the
@@ -228,7 +229,9 @@ def _dpo_loss(
         for i in picked:  # a pair at a time: only one pair's activations are alive
             good, bad = (logps.sum() for logps in token_logps(trainable, [chosen[i], rejected[i]]))
             margin = (good - reference[0][i]) - (bad - reference[1][i])
-            yield -torch.nn.functional.logsigmoid(settings.beta * margin) / len(picked)
+            nll = -good / len(examples[i].chosen_ids)
+            dpo = -torch.nn.functional.logsigmoid(settings.beta * margin)
+            yield (dpo + settings.chosen_nll_weight * nll) / len(picked)
 
     return loss
 

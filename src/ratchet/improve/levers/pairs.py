@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ratchet.core.agent import Agent
 from ratchet.core.trajectory import Step, Trajectory
@@ -107,6 +107,8 @@ class PairsLever:
         batch_size: Pairs per step.
         learning_rate: AdamW learning rate for the adapter.
         beta: DPO's beta: how strongly the policy is held to the incumbent.
+        chosen_nll_weight: Weight of the SFT term on each pair's chosen action (see
+            :class:`~ratchet.engine.models.base.LoraSettings`); 0 is plain DPO.
         lora_rank: LoRA rank of a fresh adapter (a continued one keeps its own).
         max_pairs: Most pairs trained on (from the newest tasks).
     """
@@ -115,6 +117,7 @@ class PairsLever:
     batch_size: int = 4
     learning_rate: float = 2e-4
     beta: float = 0.1
+    chosen_nll_weight: float = 0.0
     lora_rank: int = 16
     max_pairs: int = 512
     name: str = "pairs"
@@ -130,7 +133,16 @@ class PairsLever:
         pairs = mine_pairs(real, self.max_pairs)
         if not pairs:
             raise NoCandidate("no task with a success and a failure parting at one action")
-        settings = lora_settings(self, context, beta=self.beta)
+        settings = replace(
+            lora_settings(self, context, beta=self.beta), chosen_nll_weight=self.chosen_nll_weight
+        )
         out = context.workdir / ADAPTER_DIR
         result = trainer.dpo(pairs, out, settings, incumbent_adapter(context), context.progress)
-        return adapter_candidate(context, self.name, result, pairs=len(pairs), beta=self.beta)
+        return adapter_candidate(
+            context,
+            self.name,
+            result,
+            pairs=len(pairs),
+            beta=self.beta,
+            chosen_nll_weight=self.chosen_nll_weight,
+        )
