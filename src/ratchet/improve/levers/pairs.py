@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ratchet.core.agent import Agent
 from ratchet.core.trajectory import Step, Trajectory
@@ -133,8 +133,8 @@ class PairsLever:
         pairs = mine_pairs(real, self.max_pairs)
         if not pairs:
             raise NoCandidate("no task with a success and a failure parting at one action")
-        settings = replace(
-            lora_settings(self, context, beta=self.beta), chosen_nll_weight=self.chosen_nll_weight
+        settings = lora_settings(
+            self, context, beta=self.beta, chosen_nll_weight=self.chosen_nll_weight
         )
         out = context.workdir / ADAPTER_DIR
         result = trainer.dpo(pairs, out, settings, incumbent_adapter(context), context.progress)

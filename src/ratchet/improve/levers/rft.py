@@ -9,7 +9,7 @@ fine-tunes a fresh adapter on their assistant turns (see :mod:`ratchet.engine.mo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ratchet.core.agent import Agent
 from ratchet.core.trajectory import Trajectory
@@ -55,7 +55,7 @@ class RftLever:
         """
         trainer = trainer_of(context, self.name)
         successes = self.successes(context.experience, context.env.name)
-        settings = replace(lora_settings(self, context), length_exponent=self.length_exponent)
+        settings = lora_settings(self, context, length_exponent=self.length_exponent)
         result = trainer.sft(successes, context.workdir / ADAPTER_DIR, settings, context.progress)
         return adapter_candidate(context, self.name, result)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 from ratchet.core.agent import Agent
 from ratchet.core.trajectory import Trajectory
@@ -43,18 +43,30 @@ class WeightLever(Protocol):
         ...
 
 
+class Objective(TypedDict, total=False):
+    """The knobs of a weight lever's loss, by their :class:`LoraSettings` names."""
+
+    beta: float
+    clip: float
+    length_exponent: float
+    chosen_nll_weight: float
+
+
 def lora_settings(
-    lever: WeightLever, context: LeverContext, beta: float | None = None, clip: float | None = None
+    lever: WeightLever, context: LeverContext, **objective: Unpack[Objective]
 ) -> LoraSettings:
-    """``lever``'s training settings, seeded by the context, with ``beta`` and ``clip`` if set."""
+    """``lever``'s training settings, seeded by the context.
+
+    Args:
+        lever: Its steps, batch size, learning rate and LoRA rank are used.
+        context: Its seed seeds batching and initialisation.
+        **objective: The lever's own knobs of its loss (see :class:`Objective`); the others
+            keep their defaults.
+    """
     settings = LoraSettings(
         lever.steps, lever.batch_size, lever.learning_rate, lever.lora_rank, seed=context.seed
     )
-    return replace(
-        settings,
-        beta=settings.beta if beta is None else beta,
-        clip=settings.clip if clip is None else clip,
-    )
+    return replace(settings, **objective)
 
 
 def trainer_of(context: LeverContext, lever: str) -> Trainer:
