@@ -36,7 +36,7 @@ test-all: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy --strict src
+	MYPYPATH=bench $(VENV)/bin/mypy --strict src bench
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .

@@ -15,36 +15,45 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+from unittest.mock import patch
 
 from ratchet.core.agent import Agent
 from ratchet.core.env import Env
+from ratchet.core.task import Task
 from ratchet.engine.harness import Budget
 from ratchet.engine.models.base import Completion, Prompt, Sampling
 from ratchet.engine.rollout import RolloutConfig, rollout
 from ratchet.envs.registry import load_env_reference
 
+if TYPE_CHECKING:
+    from ratchet.engine.models.local import LocalModel
+
 REPLY_TOKENS = 64
 
 
-def recorded_batches(model: Any, env: Env, tasks: list, turns: int) -> list[list[Prompt]]:
+def recorded_batches(
+    model: LocalModel, env: Env, tasks: list[Task], turns: int
+) -> list[list[Prompt]]:
     """Play ``tasks`` of ``env`` and return the prompt batches the rollout sent to the model."""
     complete = model.complete
     sent: list[list[Prompt]] = []
 
-    def recording(prompts: list[Prompt], sampling: Sampling) -> list[Completion]:
+    def recording(prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
         sent.append(list(prompts))
         return complete(prompts, sampling)
 
-    model.complete = recording
     agent = Agent(model="local", max_turns=turns, temperature=0.0)
     config = RolloutConfig(len(tasks), REPLY_TOKENS, Budget(turns, 4096, 3600.0))
-    rollout(env, tasks, agent, model, config, seed=5)
-    model.complete = complete
+    with patch.object(model, "complete", recording):
+        rollout(env, tasks, agent, model, config, seed=5)
     return sent
 
 
-def replay(model: Any, budget: int | None, batches: list[list[Prompt]]) -> tuple[float, int, list]:
+def replay(
+    model: LocalModel, budget: int | None, batches: list[list[Prompt]]
+) -> tuple[float, int, list[str]]:
     """Seconds, ``generate()`` calls and replies of completing ``batches`` under ``budget``."""
     model.max_batch_tokens = budget
     model.clear_kv_cache()
@@ -55,13 +64,13 @@ def replay(model: Any, budget: int | None, batches: list[list[Prompt]]) -> tuple
         calls += 1
         return generate(*args)
 
-    model._generate = counting
-    started, replies = time.perf_counter(), []
-    for prompts in batches:
-        done = model.complete(prompts, Sampling(temperature=0, max_tokens=REPLY_TOKENS))
-        replies.extend(c.text for c in done)
-    seconds = time.perf_counter() - started
-    model._generate = generate
+    replies: list[str] = []
+    with patch.object(model, "_generate", counting):
+        started = time.perf_counter()
+        for prompts in batches:
+            done = model.complete(prompts, Sampling(temperature=0, max_tokens=REPLY_TOKENS))
+            replies.extend(c.text for c in done)
+        seconds = time.perf_counter() - started
     return seconds, calls, replies
 
 

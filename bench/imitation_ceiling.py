@@ -24,6 +24,7 @@ from ratchet.core.agent import Agent
 from ratchet.core.env import problem_key_of
 from ratchet.core.stats import wilson
 from ratchet.core.task import Task
+from ratchet.core.trajectory import Trajectory
 from ratchet.engine.models import make_model
 from ratchet.engine.models.base import LoraSettings
 from ratchet.engine.models.training import LocalTrainer
@@ -43,7 +44,7 @@ def draw(env_ref: str, levels: list[int], n: int, seed: int, avoid: set[str]) ->
     return tasks
 
 
-def rates(trajectories: list, levels: list[int]) -> str:
+def rates(trajectories: list[Trajectory], levels: list[int]) -> str:
     """Pass@1 per level, with 95% Wilson intervals."""
     out = []
     for level in levels:

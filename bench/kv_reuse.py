@@ -18,39 +18,46 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from unittest.mock import patch
 
 from ratchet.core.agent import Agent
+from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.harness import Budget
-from ratchet.engine.models.base import Sampling
+from ratchet.engine.models.base import Completion, Prompt, Sampling
 from ratchet.engine.rollout import RolloutConfig, rollout
 from ratchet.envs.registry import load_env_reference
 
+if TYPE_CHECKING:
+    from ratchet.engine.models.local import LocalModel
+
 
 def timed_rollout(
-    model: Any, reuse: bool, tasks: list, agent: Agent, config: RolloutConfig
-) -> tuple[list[Trajectory], float, int, list]:
+    model: LocalModel, reuse: bool, tasks: list[Task], agent: Agent, config: RolloutConfig
+) -> tuple[list[Trajectory], float, int, list[list[Prompt]]]:
     """Trajectories, seconds, prompt tokens taken from the cache, and the batches sent."""
     complete = model.complete
-    cached, sent = 0, []
+    cached = 0
+    sent: list[list[Prompt]] = []
 
-    def recording(prompts, sampling):
+    def recording(prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
         nonlocal cached
         sent.append(list(prompts))
         done = complete(prompts, sampling)
         cached += sum(c.metadata.get("cached_tokens", 0) for c in done)
         return done
 
-    model.kv_reuse, model.complete = reuse, recording
-    started = time.perf_counter()
-    played = rollout(load_env_reference("shop"), tasks, agent, model, config, seed=11)
-    elapsed = time.perf_counter() - started
-    model.complete = complete
+    model.kv_reuse = reuse
+    with patch.object(model, "complete", recording):
+        started = time.perf_counter()
+        played = rollout(load_env_reference("shop"), tasks, agent, model, config, seed=11)
+        elapsed = time.perf_counter() - started
     return played, elapsed, cached, sent
 
 
-def prefill_rate(model: Any, reuse: bool, batches: list) -> float:
+def prefill_rate(model: LocalModel, reuse: bool, batches: list[list[Prompt]]) -> float:
     """Prompt tokens per second of ``complete()`` calls that generate one token each."""
     model.kv_reuse = reuse
     model.clear_kv_cache()  # the replay fills it turn by turn, as a run does

@@ -20,16 +20,21 @@ import importlib.util
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+from unittest.mock import patch
 
 import torch
+from rich.progress import Progress
 
+import ratchet.engine.models.policy as policy
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import assistant_message
 from ratchet.engine.harness import replay
 from ratchet.engine.models.base import LoraSettings, Preference, Prompt
-from ratchet.engine.models.lora import lora_model
-from ratchet.engine.models.policy import pair_example, train_dpo
+from ratchet.engine.models.lora import lora_model, optimise
+from ratchet.engine.models.policy import Loss, PairExample, pair_example, train_dpo
 from ratchet.engine.models.render import render_prompt
 from ratchet.engine.models.weights import load
 from ratchet.envs.calc import env
@@ -64,44 +69,44 @@ class Timer:
         return [b - a for a, b in zip(self.marks, self.marks[1:], strict=False)]
 
 
-def own(examples, settings: LoraSettings, out: Path) -> list[float]:
+def own(examples: list[PairExample], settings: LoraSettings, out: Path) -> list[float]:
     timer = Timer()
     model, _ = load()
-    from ratchet.engine.models import lora
 
-    step_loop = lora.optimise
-
-    def timed(trainable, loss, settings, progress=None, label=""):
-        def wrapped(step):
+    def timed(
+        trainable: Any,
+        loss: Loss,
+        settings: LoraSettings,
+        progress: Progress | None = None,
+        label: str = "",
+    ) -> list[float]:
+        def wrapped(step: int) -> Any:
             timer.tick()
             return loss(step)
 
-        result = step_loop(trainable, wrapped, settings, progress, label)
+        result = optimise(trainable, wrapped, settings, progress, label)
         timer.tick()
         return result
 
-    import ratchet.engine.models.policy as policy
-
-    policy.optimise = timed
-    try:
+    # train_dpo calls policy's own binding of optimise, so that binding is the one replaced.
+    with patch.object(policy, "optimise", timed):
         train_dpo(model, examples, out, settings)
-    finally:
-        policy.optimise = step_loop
     return timer.steps()
 
 
 def trl(texts: list[dict[str, str]], settings: LoraSettings, out: Path) -> list[float]:
     from datasets import Dataset
     from transformers import TrainerCallback
-    from trl import DPOConfig, DPOTrainer
+    from trl.trainer.dpo_config import DPOConfig
+    from trl.trainer.dpo_trainer import DPOTrainer
 
     timer = Timer()
 
-    class Tick(TrainerCallback):  # type: ignore[misc]
-        def on_step_begin(self, *args, **kwargs):
+    class Tick(TrainerCallback):
+        def on_step_begin(self, *args: Any, **kwargs: Any) -> None:
             timer.tick()
 
-        def on_train_end(self, *args, **kwargs):
+        def on_train_end(self, *args: Any, **kwargs: Any) -> None:
             timer.tick()
 
     model, tokenizer = load()
@@ -159,7 +164,7 @@ def main() -> None:
     tokens = statistics.mean(len(e.prompt_ids) + len(e.chosen_ids) for e in examples)
     print(f"{len(examples)} pairs, about {tokens:.0f} tokens per sequence, batch {args.batch}")
     times: dict[str, list[float]] = {"own": [], "trl": []}
-    runs = {
+    runs: dict[str, Callable[[Path], list[float]]] = {
         "own": lambda out: own(examples, settings, out),
         "trl": lambda out: trl(texts, settings, out),
     }

@@ -16,8 +16,11 @@ import time
 from typing import Any
 
 from ratchet.core.agent import Agent
+from ratchet.core.env import Session
+from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Observation
+from ratchet.core.verdict import Verdict
 from ratchet.envs.calc import env as calc
 
 STEP_WAIT_S = 0.05
@@ -26,7 +29,7 @@ STEP_WAIT_S = 0.05
 class _Waiting:
     """A calc session whose every step waits 50 ms first."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Session) -> None:
         self.inner = inner
 
     def reset(self) -> Observation:
@@ -36,7 +39,7 @@ class _Waiting:
         time.sleep(STEP_WAIT_S)
         return self.inner.step(call)
 
-    def verify(self) -> Any:
+    def verify(self) -> Verdict:
         return self.inner.verify()
 
     def close(self) -> None:
@@ -49,14 +52,14 @@ class SlowCalc:
     def __getattr__(self, name: str) -> Any:
         return getattr(calc, name)
 
-    def session(self, task: Any) -> _Waiting:
+    def session(self, task: Task) -> _Waiting:
         return _Waiting(calc.session(task))
 
 
 env = SlowCalc()
 
 
-def rate(workers: int, per_worker: int, tasks: list) -> float:
+def rate(workers: int, per_worker: int, tasks: list[Task]) -> float:
     from ratchet.engine.cluster import RayConfig, RayPool
 
     with RayPool(

@@ -26,6 +26,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from ratchet.core.agent import Agent
+from ratchet.core.task import Task
 from ratchet.engine.harness import act, system_message
 from ratchet.engine.models.base import Prompt, Sampling
 from ratchet.engine.models.openai import OpenAIModel
@@ -35,7 +36,7 @@ from ratchet.envs.calc import env
 LATENCY_S = (0.02, 0.2)
 
 
-def fake_server(tasks, seed: int) -> ThreadingHTTPServer:
+def fake_server(tasks: list[Task], seed: int) -> ThreadingHTTPServer:
     """Start the fake server on a free loopback port (a daemon thread serves it)."""
     by_text = {t.instruction: t for t in tasks}
     rng, lock = random.Random(seed), threading.Lock()
@@ -83,7 +84,7 @@ def fake_server(tasks, seed: int) -> ThreadingHTTPServer:
     return server
 
 
-def lockstep(tasks, agent: Agent, model: OpenAIModel) -> int:
+def lockstep(tasks: list[Task], agent: Agent, model: OpenAIModel) -> int:
     """Play the tasks turn by turn: every turn waits for the slowest reply. Returns passes."""
     sessions = [env.session(task) for task in tasks]
     firsts = [session.reset() for session in sessions]

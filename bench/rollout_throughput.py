@@ -12,34 +12,43 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import time
+from collections.abc import Sequence
+from unittest.mock import patch
 
 from ratchet.core.agent import Agent
+from ratchet.core.task import Task
+from ratchet.engine.models.base import Completion, Model, Prompt, Sampling
 from ratchet.engine.models.fake import FakeModel
 from ratchet.engine.rollout import RolloutConfig, rollout
 from ratchet.envs.calc import env
 
+Batch = tuple[list[Prompt], Sampling]
+"""A batch of prompts the harness sent, with the sampling it asked for."""
 
-def harness_rate(model, tasks, turns: int, batch: int) -> tuple[float, list]:
+
+def harness_rate(
+    model: Model, tasks: list[Task], turns: int, batch: int
+) -> tuple[float, list[Batch]]:
     """Tokens/s of a rollout, and the prompt batches it sent (with their sampling)."""
-    sent = []
+    sent: list[Batch] = []
     complete = model.complete
 
-    def recording(prompts, sampling):
+    def recording(prompts: Sequence[Prompt], sampling: Sampling) -> list[Completion]:
         sent.append((list(prompts), sampling))
         return complete(prompts, sampling)
 
-    model.complete = recording
     agent = Agent(model="local", max_turns=turns)
     config = RolloutConfig(concurrency=batch, max_reply_tokens=48)
-    started = time.perf_counter()
-    played = rollout(env, tasks, agent, model, config, seed=1)
-    elapsed = time.perf_counter() - started
-    model.complete = complete
+    with patch.object(model, "complete", recording):
+        started = time.perf_counter()
+        played = rollout(env, tasks, agent, model, config, seed=1)
+        elapsed = time.perf_counter() - started
     return sum(t.completion_tokens for t in played) / elapsed, sent
 
 
-def bare_rate(model, batches) -> float:
+def bare_rate(model: Model, batches: list[Batch]) -> float:
     """Tokens/s of plain complete() calls on the given prompt batches."""
     started, tokens = time.perf_counter(), 0
     for prompts, sampling in batches:
@@ -50,7 +59,7 @@ def bare_rate(model, batches) -> float:
 def fake_overhead_ms(n: int) -> float:
     tasks = env.tasks("test", n, difficulty=3)
 
-    def oracle(prompt, rng):
+    def oracle(prompt: Prompt, rng: random.Random) -> str:
         shown = {m["content"] for m in prompt.messages if m["role"] == "user"}
         task = next(t for t in tasks if t.instruction in shown)
         step = sum(1 for m in prompt.messages if m["role"] == "tool")
