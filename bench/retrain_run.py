@@ -151,6 +151,9 @@ def main() -> None:
     start = agent.adapter_path(directory)
     pairs = unguided_pairs(env, experience, agent, start, args.pairs, args.seed)
     for beta, weight in itertools.product(args.beta, args.anchor_weight):
+        if not (beta or weight or args.chosen_nll_weight):
+            print(f"beta 0 without an NLL term trains nothing: {args.agent} as it is")
+            continue
         label = (
             f"dpo from {args.agent}: {len(pairs)} pairs, beta {beta}, chosen NLL weight "
             f"{args.chosen_nll_weight}, anchor weight {weight}"
