@@ -6,7 +6,8 @@ episodes of a run directory, keeps what ``rft`` keeps (``RftLever.successes``), 
 adapter on them with the given ``--steps`` and ``--length-exponent``, and plays it
 on ``--eval`` fresh training-split tasks per level whose problems the experience does not
 hold (never probe or test tasks). With ``--compare`` the run's own agent of that version
-(its adapter as the run trained it) plays the same tasks with the same seed. It prints pass@1
+(its adapter as the run trained it; ``--compare v2``: another of its agents) plays the same
+tasks with the same seed. It prints pass@1
 per level with 95% Wilson intervals; one training seed says little on its own.
 
 With ``--pairs K`` it tries the ``pairs`` lever instead: the agent plays each task of its own
@@ -14,16 +15,22 @@ training episodes K more times as it is (unguided), the lever's DPO pairs are mi
 and the run's episodes (:func:`~ratchet.improve.levers.pairs.mine_pairs`), and the agent's
 adapter is continued on them with DPO (``--steps``, ``--learning-rate``, ``--beta``,
 ``--chosen-nll-weight``). That contrasts what the run's guided samples did with what the agent
-does alone, e.g. a second call against an early ``finish``.
+does alone, e.g. a second call against an early ``finish``. ``--anchor-weight W [W ...]`` and
+``--beta B [B ...]`` train one adapter per combination on the same pairs, anchored by the run's
+verified successes (weight 0: no anchor; beta 0 with an anchor: the anchor's SFT alone), and
+play each.
 
     .venv/bin/python bench/retrain_run.py runs/matrix/calc-seed1 --agent v3 --compare \\
         --length-exponent 0.5 --steps 90
     .venv/bin/python bench/retrain_run.py runs/matrix/calc-seed2 --agent v1 --pairs 2 --steps 30
+    .venv/bin/python bench/retrain_run.py runs/matrix/calc-seed2 --agent v1 --pairs 2 --steps 30 \\
+        --anchor-weight 0 1 --beta 0.1 0 --compare v2
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import tempfile
 import time
 from collections import Counter
@@ -63,19 +70,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="a ratchet improve run directory")
     parser.add_argument("--agent", default="v1", help="the run's agent whose settings to use")
-    parser.add_argument("--compare", action="store_true", help="also play that agent's adapter")
+    parser.add_argument(
+        "--compare",
+        nargs="?",
+        const="",
+        metavar="AGENT",
+        help="also play an agent's adapter as the run trained it (default: --agent's)",
+    )
     parser.add_argument("--steps", type=int, default=90)
     parser.add_argument(
         "--learning-rate", type=float, help="default: the lever's (rft's, or pairs' with --pairs)"
     )
     parser.add_argument("--length-exponent", type=float, default=1.0)
     parser.add_argument("--pairs", type=int, default=0, help="DPO: unguided samples per task")
-    parser.add_argument("--beta", type=float, default=PairsLever.beta, help="DPO's beta")
+    parser.add_argument(
+        "--beta", type=float, nargs="+", default=[PairsLever.beta], help="DPO's betas"
+    )
     parser.add_argument(
         "--chosen-nll-weight",
         type=float,
         default=PairsLever.chosen_nll_weight,
         help="DPO: weight of the SFT term on each pair's chosen action (0: plain DPO)",
+    )
+    parser.add_argument(
+        "--anchor-weight",
+        type=float,
+        nargs="+",
+        default=[PairsLever.anchor_weight],
+        help="DPO: weights of the SFT term on the run's verified successes, one adapter each",
     )
     parser.add_argument("--eval", type=int, default=24, help="evaluation tasks per level")
     parser.add_argument("--seed", type=int, default=0)
@@ -103,40 +125,64 @@ def main() -> None:
     tasks = draw(env_ref, levels, args.eval, args.seed + 4242, seen)
 
     agent, directory = load_agent(str(args.run / "agents" / args.agent))
-    if args.compare:
-        own = agent.adapter_path(directory)
+    if args.compare is not None:
+        name = args.compare or args.agent
+        other, other_directory = load_agent(str(args.run / "agents" / name))
+        own = other.adapter_path(other_directory)
         if own is None:
-            raise SystemExit(f"agent {args.agent} of {args.run} has no adapter to compare")
-        print(f"{args.agent} as the run trained it: {play(env, tasks, agent, own, args.seed)}")
+            raise SystemExit(f"agent {name} of {args.run} has no adapter to compare")
+        print(f"{name} as the run trained it: {play(env, tasks, other, own, args.seed)}")
+    lever: WeightLever = pairs_lever if args.pairs else rft
+    # Each trainer reads its own knobs: DPO the beta and the two NLL weights, SFT the length
+    # exponent.
+    settings = LoraSettings(
+        lever.steps,
+        lever.batch_size,
+        lever.learning_rate,
+        lever.lora_rank,
+        seed=args.seed,
+        length_exponent=args.length_exponent,
+        chosen_nll_weight=args.chosen_nll_weight,
+    )
+    if not args.pairs:
+        label = f"retrained: length exponent {args.length_exponent}"
+        train_and_play(env, tasks, agent, args, label, settings, successes=successes)
+        return
+    start = agent.adapter_path(directory)
+    pairs = unguided_pairs(env, experience, agent, start, args.pairs, args.seed)
+    for beta, weight in itertools.product(args.beta, args.anchor_weight):
+        if not (beta or weight or args.chosen_nll_weight):
+            print(f"beta 0 without an NLL term trains nothing: {args.agent} as it is")
+            continue
+        label = (
+            f"dpo from {args.agent}: {len(pairs)} pairs, beta {beta}, chosen NLL weight "
+            f"{args.chosen_nll_weight}, anchor weight {weight}"
+        )
+        anchored = replace(settings, beta=beta, anchor_weight=weight)
+        anchors = successes if weight else []
+        train_and_play(env, tasks, agent, args, label, anchored, pairs, anchors, start)
+
+
+def train_and_play(
+    env: Env,
+    tasks: list[Task],
+    agent: Agent,
+    args: argparse.Namespace,
+    label: str,
+    settings: LoraSettings,
+    pairs: list[Preference] | None = None,
+    successes: list[Trajectory] | None = None,
+    start: Path | None = None,
+) -> None:
+    """Train one adapter (DPO on ``pairs`` if given, else SFT on ``successes``); play it."""
     with tempfile.TemporaryDirectory() as work:
         out = Path(work) / "adapter"
         started = time.perf_counter()
-        lever: WeightLever = pairs_lever if args.pairs else rft
-        # Each trainer reads its own knobs: DPO the beta and the NLL weight, SFT the length
-        # exponent.
-        settings = LoraSettings(
-            lever.steps,
-            lever.batch_size,
-            lever.learning_rate,
-            lever.lora_rank,
-            seed=args.seed,
-            beta=args.beta,
-            length_exponent=args.length_exponent,
-            chosen_nll_weight=args.chosen_nll_weight,
-        )
-        if args.pairs:
-            start = agent.adapter_path(directory)
-            pairs = unguided_pairs(env, experience, agent, start, args.pairs, args.seed)
-            label = (
-                f"dpo from {args.agent}: {len(pairs)} pairs, beta {args.beta}, "
-                f"chosen NLL weight {args.chosen_nll_weight}"
-            )
-            with progress_bars() as progress:
-                result = LocalTrainer().dpo(pairs, out, settings, start, progress)
-        else:
-            label = f"retrained: length exponent {args.length_exponent}"
-            with progress_bars() as progress:
-                result = LocalTrainer().sft(successes, out, settings, progress)
+        with progress_bars() as progress:
+            if pairs is not None:
+                result = LocalTrainer().dpo(pairs, out, settings, start, progress, successes or [])
+            else:
+                result = LocalTrainer().sft(successes or [], out, settings, progress)
         if result is None:
             raise SystemExit("nothing fit the training context")
         print(

@@ -113,8 +113,10 @@ class FakeTrainer:
     def sft(self, episodes, out, settings, progress=None):
         return self._train("sft", [e for e in episodes if e.passed], out, settings, None)
 
-    def dpo(self, pairs, out, settings, start=None, progress=None):
-        return self._train("dpo", pairs, out, settings, start)
+    def dpo(self, pairs, out, settings, start=None, progress=None, anchors=()):
+        result = self._train("dpo", pairs, out, settings, start)
+        self.calls[-1]["anchors"] = list(anchors)
+        return result
 
     def grpo(self, episodes, out, settings, start=None, progress=None):
         return self._train("grpo", episodes, out, settings, start)

@@ -320,7 +320,14 @@ LEARNING = replace(
 
 def test_pairs_learn_from_failures_through_the_trainer_and_the_score_does_not_drop(tmp_path):
     trainer = FakeTrainer(base=0.3)
-    config = replace(LEARNING, levers=("pairs",), beta=0.2, chosen_nll_weight=1.0, train_steps=9)
+    config = replace(
+        LEARNING,
+        levers=("pairs",),
+        beta=0.2,
+        chosen_nll_weight=1.0,
+        anchor_weight=0.5,
+        train_steps=9,
+    )
     summary = improve(
         config, env, tmp_path, skill_backends(0.3), log=quiet, trainer=lambda: trainer
     )
@@ -328,12 +335,16 @@ def test_pairs_learn_from_failures_through_the_trainer_and_the_score_does_not_dr
     assert call["method"] == "dpo" and call["data"] and call["start"] is None
     settings = call["settings"]
     assert (settings.beta, settings.chosen_nll_weight, settings.steps) == (0.2, 1.0, 9)
+    assert settings.anchor_weight == 0.5 and call["anchors"]
+    assert all(episode.passed for episode in call["anchors"])
     for pair in call["data"]:
         assert pair.chosen != pair.rejected and pair.messages[-1]["role"] == "user"
     assert summary["final_version"] == "v1" and summary["self_improvement"]
     assert summary["final"]["pass@1"] >= summary["base"]["pass@1"]
     with pytest.raises(ValueError, match="--chosen-nll-weight"):
         replace(LEARNING, chosen_nll_weight=-1.0)
+    with pytest.raises(ValueError, match="--anchor-weight"):
+        replace(LEARNING, anchor_weight=-0.1)
 
 
 def test_rft_trains_with_the_runs_length_exponent(tmp_path):

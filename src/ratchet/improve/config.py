@@ -110,6 +110,10 @@ class ImproveConfig:
         chosen_nll_weight: pairs' SFT term: each pair's chosen action's mean token negative
             log-likelihood, times this, joins its DPO loss (RPO; TRL's rpo_alpha), so DPO
             cannot widen a margin only by sinking the rejected action; 0 is plain DPO.
+        anchor_weight: pairs' anchor: the verified training episodes (what rft trains on)
+            join its DPO loss as an SFT term, times this, so the states no pair covers keep
+            their actions (without it, pairs mined at level 2 unlearned level 1); 0 leaves
+            them out.
         demos: Where the demos lever's demonstrations come from: oracle (the env's solutions),
             teacher (the --reflector model) or the path of a JSONL export.
         rollout: Concurrency, reply cap and per-episode budgets (``max_turns`` unset means
@@ -149,6 +153,7 @@ class ImproveConfig:
     learning_rate: float | None = None
     beta: float | None = None
     chosen_nll_weight: float = 0.0
+    anchor_weight: float = 0.0
     demos: str = "oracle"
     rollout: RolloutConfig = field(default_factory=lambda: CPU_ROLLOUT)
     gate: GateConfig = field(default_factory=GateConfig)
@@ -158,7 +163,7 @@ class ImproveConfig:
 
         Raises:
             ValueError: If ``explore_guided_share`` or ``train_length_exponent`` is outside
-                0-1, ``chosen_nll_weight`` is negative, ``explore_chain`` or
+                0-1, ``chosen_nll_weight`` or ``anchor_weight`` is negative, ``explore_chain`` or
                 ``explore_fresh_arguments`` is set without ``explore_copy_arguments``, or the
                 demos lever is asked for with a source that is neither ``oracle``, ``teacher``
                 (with a reflector) nor an existing file.
@@ -173,11 +178,12 @@ class ImproveConfig:
                 f"--train-length-exponent is from 0 (every length drawn equally) to 1 (as "
                 f"verified), not {self.train_length_exponent}"
             )
-        if self.chosen_nll_weight < 0:
-            raise ValueError(
-                f"--chosen-nll-weight weighs a loss term; it cannot be negative "
-                f"({self.chosen_nll_weight})"
-            )
+        for option, weight in (
+            ("--chosen-nll-weight", self.chosen_nll_weight),
+            ("--anchor-weight", self.anchor_weight),
+        ):
+            if weight < 0:
+                raise ValueError(f"{option} weighs a loss term; it cannot be negative ({weight})")
         if self.explore_chain and not self.explore_copy_arguments:
             raise ValueError(
                 "--explore-chain needs --explore-copy-arguments: it copies from results"
@@ -209,7 +215,11 @@ class ImproveConfig:
         policy = {**weights, **({} if self.beta is None else {"beta": self.beta})}
         return {
             "rft": {**weights, "length_exponent": self.train_length_exponent},
-            "pairs": {**policy, "chosen_nll_weight": self.chosen_nll_weight},
+            "pairs": {
+                **policy,
+                "chosen_nll_weight": self.chosen_nll_weight,
+                "anchor_weight": self.anchor_weight,
+            },
             "grpo": policy,
             "demos": {**weights, "source": self.demos},
         }

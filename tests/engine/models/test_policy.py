@@ -9,10 +9,13 @@ from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Observation, Step, Trajectory, assistant_message, tool_message
 from ratchet.engine.models.base import LoraSettings, Preference, Scored
+from ratchet.engine.models.lora import Example
 from ratchet.engine.models.policy import (
+    DPO,
     PairExample,
     ScoredExample,
     pair_example,
+    pair_or_anchor_example,
     scored_example,
     token_logps,
     train_dpo,
@@ -176,6 +179,49 @@ def test_the_chosen_nll_term_adds_to_the_loss_and_trains_the_chosen_action(tmp_p
     assert lora_b_norm(tmp_path / "nll") > 0
     trained = peft.PeftModel.from_pretrained(tiny_model(), str(tmp_path / "nll"))
     assert all(a > b + 0.1 for a, b in zip(chosen_logps(trained), before, strict=True))
+
+
+def test_anchors_hold_their_actions_only_when_weighted(tmp_path):
+    import peft
+
+    pair = PairExample([3, 4, 5, 6], [10, 11, 12], [20, 21])
+    anchor = Example([7, 8, 9, 40, 41, 42], [0, 0, 0, 1, 1, 1])
+
+    def anchor_logp(model):
+        with torch.no_grad():
+            logps = token_logps(model, [(anchor.input_ids, anchor.assistant_masks)])
+        return float(logps[0].sum())
+
+    before = anchor_logp(tiny_model())
+    settings = LoraSettings(steps=12, batch_size=2, learning_rate=5e-3, rank=4, beta=0.0)
+    # With beta 0 the pair's loss is a constant log 2: only the anchor term moves the weights.
+    losses = train_dpo(tiny_model(), [pair, anchor], tmp_path / "unweighted", settings)
+    assert lora_b_norm(tmp_path / "unweighted") == 0
+    assert all(math.isclose(x, math.log(2), rel_tol=1e-4) for x in losses)
+    weighted = replace(settings, anchor_weight=3.0)
+    losses = train_dpo(tiny_model(), [pair, anchor], tmp_path / "weighted", weighted)
+    # Step 0: log 2 for the pairs plus 3 times the anchor's mean token NLL.
+    assert math.isclose(losses[0], math.log(2) - 3.0 * before / 3, rel_tol=1e-4)
+    trained = peft.PeftModel.from_pretrained(tiny_model(), str(tmp_path / "weighted"))
+    assert anchor_logp(trained) > before + 0.1
+    # Anchors alone leave nothing for DPO to train: the trainer returns None for them.
+    assert DPO.trainable([pair, anchor]) and not DPO.trainable([anchor])
+
+
+def test_an_anchor_episode_tokenises_as_sft_trains_it():
+    finish = ToolCall("finish", {"answer": "5"}, id="call_1")
+    messages = (*MESSAGES, assistant_message(finish), tool_message(finish, "Answer submitted."))
+    task = Task("calc-x", "calc", "Compute 2 + 3.", "train")
+    steps = (Step(finish, Observation("Answer submitted.", done=True)),)
+    episode = Trajectory(task, "base", "1", messages, steps=steps)
+    example = pair_or_anchor_example(CharTokenizer(), episode)
+    assert isinstance(example, Example)
+    masked = "".join(
+        chr(i - 1) for i, m in zip(example.input_ids, example.assistant_masks, strict=True) if m
+    )
+    assert '"answer": "5"' in masked and "Compute" not in masked
+    pair = Preference(MESSAGES, (), assistant_message(finish), assistant_message(call("add")))
+    assert isinstance(pair_or_anchor_example(CharTokenizer(), pair), PairExample)
 
 
 def test_dpo_continues_an_adapter_and_holds_to_it_as_the_reference(tmp_path):

@@ -97,6 +97,24 @@ def test_the_lever_trains_dpo_from_the_incumbents_adapter(tmp_path):
     assert candidate.notes["chosen_nll_weight"] == 0.5
 
 
+def test_verified_episodes_anchor_the_pairs_when_weighted(tmp_path):
+    level_one = env.tasks("train", 1, difficulty=1)[0]
+    mastered = play(env.oracle(level_one), task=level_one)
+    relabel = replace(play(ORACLE, sample=5), metadata={"hindsight": True})
+    failure = play([wrong_finish()], sample=1)
+    experience = [mastered, play(ORACLE), failure, relabel]
+    trainer = FakeTrainer()
+    candidate = PairsLever(anchor_weight=0.5).propose(context(experience, tmp_path, trainer))
+    call = trainer.calls[-1]
+    assert len(call["data"]) == 1 and call["settings"].anchor_weight == 0.5
+    # Every verified episode anchors, the mastered level-1 one and the relabel included.
+    success = experience[1]
+    assert call["anchors"] == [mastered, success, relabel]
+    assert candidate is not None and candidate.notes["anchors"] == 3
+    PairsLever().propose(context(experience, tmp_path, trainer))
+    assert trainer.calls[-1]["anchors"] == [] and trainer.calls[-1]["settings"].anchor_weight == 0
+
+
 def test_no_pairs_no_candidate_and_no_trainer_is_an_error(tmp_path):
     only_failures = [play([wrong_finish()]), play([wrong_finish()], sample=1)]
     with pytest.raises(NoCandidate, match="no task with a success and a failure"):

@@ -214,6 +214,11 @@ class LoraSettings:
             action's mean token negative log-likelihood, added to its DPO loss (RPO; TRL's
             ``rpo_alpha``), so the margin grows by raising the chosen action, not only by
             sinking the rejected one; 0 is plain DPO. Unused by SFT and GRPO.
+        anchor_weight: Weight of a second SFT term in :meth:`Trainer.dpo`: the mean token
+            negative log-likelihood of the good actions of the verified episodes passed as
+            ``anchors``, so states no pair covers (where the incumbent already acts right)
+            keep their actions while the pairs move others; 0 ignores the anchors. Unused
+            by SFT and GRPO.
     """
 
     steps: int = 30
@@ -226,6 +231,7 @@ class LoraSettings:
     clip: float = 0.2
     length_exponent: float = 1.0
     chosen_nll_weight: float = 0.0
+    anchor_weight: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -307,12 +313,16 @@ class Trainer(Protocol):
         settings: LoraSettings,
         start: Path | None = None,
         progress: Progress | None = None,
+        anchors: Sequence[Trajectory] = (),
     ) -> TrainResult | None:
         """Train on preference pairs with the DPO loss, the policy at ``start`` the reference.
 
         The loss of a pair is ``-log sigmoid(beta * (chosen margin - rejected margin))``, a
         margin being an action's log-probability under the policy minus under the reference,
         plus ``chosen_nll_weight`` times the chosen action's mean token negative log-likelihood.
+        Each step adds ``anchor_weight`` times the mean token negative log-likelihood of the
+        good actions of as many ``anchors`` (verified episodes) as it has pairs. Returns
+        ``None`` when no pair fits, whatever the anchors.
         """
         ...
 

@@ -9,7 +9,10 @@ model is kept in memory.
   conversation up to a state) and two actions taken there; the loss is DPO's
   ``-log sigmoid(beta * ((chosen - ref chosen) - (rejected - ref rejected)))`` over the actions'
   summed token log-probabilities, plus ``chosen_nll_weight`` times the chosen action's mean
-  token negative log-likelihood (RPO's SFT term; 0 leaves plain DPO).
+  token negative log-likelihood (RPO's SFT term; 0 leaves plain DPO), plus ``anchor_weight``
+  times the mean token negative log-likelihood of the good actions of verified episodes given
+  beside the pairs (anchors), as many a step as pairs: it holds the actions at the states no
+  pair covers.
 - :func:`train_grpo`: each episode's assistant tokens (failed actions included) are reinforced
   by its advantage with GRPO's clipped surrogate ``min(r A, clip(r, 1 - c, 1 + c) A)`` per token,
   ``r`` the policy-to-reference probability ratio, plus ``beta`` times the k3 estimate of the
@@ -39,8 +42,9 @@ from typing import Any, Generic, TypeVar
 
 from rich.progress import Progress
 
+from ratchet.core.trajectory import Trajectory
 from ratchet.engine.models.base import LoraSettings, Preference, Prompt, Scored
-from ratchet.engine.models.lora import lora_model, optimise, to_example
+from ratchet.engine.models.lora import Example, lora_model, optimise, to_example
 from ratchet.engine.models.render import Render, render_prompt
 
 Sequence_ = tuple[list[int], list[int]]
@@ -114,6 +118,21 @@ def pair_example(
     return PairExample(prompt_ids, chosen, rejected)
 
 
+def pair_or_anchor_example(
+    tokenizer: Any,
+    item: Preference | Trajectory,
+    max_tokens: int = 1024,
+    render: Render = render_prompt,
+) -> PairExample | Example | None:
+    """Tokenise a DPO data item: a pair (see :func:`pair_example`) or an anchor episode.
+
+    An anchor, a verified episode, is tokenised as SFT trains it: its good actions masked in.
+    """
+    if isinstance(item, Trajectory):
+        return to_example(tokenizer, item, max_tokens, render=render)
+    return pair_example(tokenizer, item, max_tokens, render)
+
+
 def scored_example(
     tokenizer: Any, scored: Scored, max_tokens: int = 1024, render: Render = render_prompt
 ) -> ScoredExample | None:
@@ -179,11 +198,14 @@ class Objective(Generic[D, E]):
         loss: ``loss(examples, settings, trainable, rng)``: a function from the step number to
             that step's loss, built once per run (the reference's log-probabilities are
             computed then).
+        trainable: Whether tokenised items leave something to train (default: any at all);
+            DPO's anchors alone do not.
     """
 
     label: str
     tokenize: Callable[[Any, D, int, Render], E | None]
     loss: Callable[[Sequence[E], LoraSettings, Any, random.Random], Loss]
+    trainable: Callable[[Sequence[E]], bool] = bool
 
     def train(
         self,
@@ -213,27 +235,42 @@ class Objective(Generic[D, E]):
 
 
 def _dpo_loss(
-    examples: Sequence[PairExample], settings: LoraSettings, trainable: Any, rng: random.Random
+    examples: Sequence[PairExample | Example],
+    settings: LoraSettings,
+    trainable: Any,
+    rng: random.Random,
 ) -> Loss:
     import torch
 
-    chosen = [e.sequences()[0] for e in examples]
-    rejected = [e.sequences()[1] for e in examples]
+    pairs = [e for e in examples if isinstance(e, PairExample)]
+    anchors = [(e.input_ids, e.assistant_masks) for e in examples if isinstance(e, Example)]
+    if not settings.anchor_weight:
+        anchors = []
+    chosen = [e.sequences()[0] for e in pairs]
+    rejected = [e.sequences()[1] for e in pairs]
     reference = [
         torch.stack([logps.sum() for logps in _reference(trainable, side, settings.batch_size)])
         for side in (chosen, rejected)
     ]
 
     def loss(step: int) -> Iterator[Any]:
-        picked = rng.choices(range(len(examples)), k=settings.batch_size)
+        picked = rng.choices(range(len(pairs)), k=settings.batch_size)
         for i in picked:  # a pair at a time: only one pair's activations are alive
             good, bad = (logps.sum() for logps in token_logps(trainable, [chosen[i], rejected[i]]))
             margin = (good - reference[0][i]) - (bad - reference[1][i])
-            nll = -good / len(examples[i].chosen_ids)
+            nll = -good / len(pairs[i].chosen_ids)
             dpo = -torch.nn.functional.logsigmoid(settings.beta * margin)
             yield (dpo + settings.chosen_nll_weight * nll) / len(picked)
+        if anchors:
+            for i in rng.choices(range(len(anchors)), k=settings.batch_size):
+                [logps] = token_logps(trainable, [anchors[i]])
+                yield -settings.anchor_weight * logps.mean() / settings.batch_size
 
     return loss
+
+
+def _has_pair(examples: Sequence[PairExample | Example]) -> bool:
+    return any(isinstance(e, PairExample) for e in examples)
 
 
 def _grpo_loss(
@@ -258,8 +295,10 @@ def _grpo_loss(
     return loss
 
 
-DPO: Objective[Preference, PairExample] = Objective("training (dpo)", pair_example, _dpo_loss)
-"""DPO on preference pairs (see the module)."""
+DPO: Objective[Preference | Trajectory, PairExample | Example] = Objective(
+    "training (dpo)", pair_or_anchor_example, _dpo_loss, _has_pair
+)
+"""DPO on preference pairs, with verified episodes as anchors (see the module)."""
 
 GRPO: Objective[Scored, ScoredExample] = Objective("training (grpo)", scored_example, _grpo_loss)
 """GRPO's clipped objective on episodes with their advantages (see the module)."""

@@ -134,9 +134,10 @@ class ServedTrainer:
         settings: LoraSettings,
         start: Path | None = None,
         progress: Progress | None = None,
+        anchors: Sequence[Trajectory] = (),
     ) -> TrainResult | None:
         """Train on preference pairs from the weights, rendered as the server does."""
-        return self._local().dpo(pairs, out, settings, start, progress)
+        return self._local().dpo(pairs, out, settings, start, progress, anchors)
 
     def grpo(
         self,

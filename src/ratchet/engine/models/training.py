@@ -83,9 +83,10 @@ class LocalTrainer:
         settings: LoraSettings,
         start: Path | None = None,
         progress: Progress | None = None,
+        anchors: Sequence[Trajectory] = (),
     ) -> TrainResult | None:
         """Train on preference pairs with the DPO loss (see :data:`.policy.DPO`)."""
-        return self._continue(DPO, pairs, out, settings, start, progress)
+        return self._continue(DPO, [*pairs, *anchors], out, settings, start, progress)
 
     def grpo(
         self,
@@ -115,7 +116,7 @@ class LocalTrainer:
         def tokenize(tokenizer: Any, item: Any, max_tokens: int) -> Any:
             return objective.tokenize(tokenizer, item, max_tokens, self.render)
 
-        return self._train(tokenize, train, data, settings)
+        return self._train(tokenize, train, data, settings, objective.trainable)
 
     def _train(
         self,
@@ -123,8 +124,12 @@ class LocalTrainer:
         train: Callable[[Any, Any, Any], list[float]],
         data: Sequence[Any],
         settings: LoraSettings,
+        trainable: Callable[[list[Any]], bool] = bool,
     ) -> TrainResult | None:
-        """Load the model, tokenise ``data`` (dropping what does not fit) and ``train`` on it."""
+        """Load the model, tokenise ``data`` (dropping what does not fit) and ``train`` on it.
+
+        Returns ``None`` when what fits is not ``trainable`` (default: when nothing fits).
+        """
         import torch
 
         from ratchet.engine.models.weights import load
@@ -133,7 +138,7 @@ class LocalTrainer:
         examples = [
             e for e in (tokenize(tokenizer, item, settings.max_tokens) for item in data) if e
         ]
-        if not examples:
+        if not trainable(examples):
             return None
         if torch.cuda.is_available():
             model = model.to("cuda")

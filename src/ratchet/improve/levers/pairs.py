@@ -8,19 +8,26 @@ the prompt. The trainer's DPO loss (:meth:`~ratchet.engine.models.base.Trainer.d
 chosen action over the rejected one relative to the incumbent, which is the reference and the
 starting point (its adapter is continued). Hindsight replays are left out: they are successes
 of other tasks, with no sibling samples.
+
+Pairs sit where the samples differ, which is where the incumbent is unsure: on a level it has
+mastered no sample fails and nothing holds its actions there while the pairs move the policy
+(pairs mined at calc's level 2, "a second call over `finish`", unlearned level 1's `finish`).
+With ``anchor_weight`` the verified episodes ``rft`` would train on (hindsight replays
+included) join the loss as an SFT term and hold those states.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ratchet.core.agent import Agent
 from ratchet.core.trajectory import Step, Trajectory
 from ratchet.engine.models.base import Preference
 from ratchet.improve.levers.base import LeverContext, NoCandidate
+from ratchet.improve.levers.rft import newest_lessons
 from ratchet.improve.levers.weights import (
     ADAPTER_DIR,
     adapter_candidate,
@@ -109,8 +116,11 @@ class PairsLever:
         beta: DPO's beta: how strongly the policy is held to the incumbent.
         chosen_nll_weight: Weight of the SFT term on each pair's chosen action (see
             :class:`~ratchet.engine.models.base.LoraSettings`); 0 is plain DPO.
+        anchor_weight: Weight of the SFT term on the verified episodes (anchors; see
+            :class:`~ratchet.engine.models.base.LoraSettings`); 0 trains on the pairs alone.
         lora_rank: LoRA rank of a fresh adapter (a continued one keeps its own).
         max_pairs: Most pairs trained on (from the newest tasks).
+        max_anchors: Most verified episodes anchoring them (the newest).
     """
 
     steps: int = 30
@@ -118,8 +128,10 @@ class PairsLever:
     learning_rate: float = 2e-4
     beta: float = 0.1
     chosen_nll_weight: float = 0.0
+    anchor_weight: float = 0.0
     lora_rank: int = 16
     max_pairs: int = 512
+    max_anchors: int = 512
     name: str = "pairs"
 
     def propose(self, context: LeverContext) -> Agent | None:
@@ -133,16 +145,34 @@ class PairsLever:
         pairs = mine_pairs(real, self.max_pairs)
         if not pairs:
             raise NoCandidate("no task with a success and a failure parting at one action")
+        anchors = self.anchors(context.experience, context.env.name)
         settings = lora_settings(
-            self, context, beta=self.beta, chosen_nll_weight=self.chosen_nll_weight
+            self,
+            context,
+            beta=self.beta,
+            chosen_nll_weight=self.chosen_nll_weight,
+            anchor_weight=self.anchor_weight,
         )
         out = context.workdir / ADAPTER_DIR
-        result = trainer.dpo(pairs, out, settings, incumbent_adapter(context), context.progress)
+        start = incumbent_adapter(context)
+        result = trainer.dpo(pairs, out, settings, start, context.progress, anchors)
         return adapter_candidate(
             context,
             self.name,
             result,
             pairs=len(pairs),
+            anchors=len(anchors),
             beta=self.beta,
             chosen_nll_weight=self.chosen_nll_weight,
+            anchor_weight=self.anchor_weight,
         )
+
+    def anchors(self, experience: Sequence[Trajectory], env: str) -> list[Trajectory]:
+        """The verified episodes that hold the policy where the pairs do not reach.
+
+        None when ``anchor_weight`` is 0, else what ``rft`` would train on (the newest
+        ``max_anchors``).
+        """
+        if not self.anchor_weight:
+            return []
+        return newest_lessons(experience, env, self.max_anchors)

@@ -61,4 +61,9 @@ class RftLever:
 
     def successes(self, experience: Sequence[Trajectory], env: str) -> list[Trajectory]:
         """The episodes a proposal trains on: ``env``'s lessons, the newest ``max_examples``."""
-        return [t for t in lessons(experience) if t.task.env == env][-self.max_examples :]
+        return newest_lessons(experience, env, self.max_examples)
+
+
+def newest_lessons(experience: Sequence[Trajectory], env: str, limit: int) -> list[Trajectory]:
+    """``env``'s verified successes to learn from (see :func:`lessons`), the newest ``limit``."""
+    return [t for t in lessons(experience) if t.task.env == env][-limit:]

@@ -50,6 +50,7 @@ class Objective(TypedDict, total=False):
     clip: float
     length_exponent: float
     chosen_nll_weight: float
+    anchor_weight: float
 
 
 def lora_settings(
