@@ -205,7 +205,7 @@ def test_anchors_hold_their_actions_only_when_weighted(tmp_path):
     trained = peft.PeftModel.from_pretrained(tiny_model(), str(tmp_path / "weighted"))
     assert anchor_logp(trained) > before + 0.1
     # Anchors alone leave nothing for DPO to train: the trainer returns None for them.
-    assert DPO.trainable([pair, anchor]) and not DPO.trainable([anchor])
+    assert DPO.usable([pair, anchor]) and not DPO.usable([anchor])
 
 
 def test_an_anchor_episode_tokenises_as_sft_trains_it():

@@ -198,14 +198,14 @@ class Objective(Generic[D, E]):
         loss: ``loss(examples, settings, trainable, rng)``: a function from the step number to
             that step's loss, built once per run (the reference's log-probabilities are
             computed then).
-        trainable: Whether tokenised items leave something to train (default: any at all);
+        usable: Whether tokenised items leave something to train on (default: any at all);
             DPO's anchors alone do not.
     """
 
     label: str
     tokenize: Callable[[Any, D, int, Render], E | None]
     loss: Callable[[Sequence[E], LoraSettings, Any, random.Random], Loss]
-    trainable: Callable[[Sequence[E]], bool] = bool
+    usable: Callable[[Sequence[E]], bool] = bool
 
     def train(
         self,

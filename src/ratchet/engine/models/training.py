@@ -116,7 +116,7 @@ class LocalTrainer:
         def tokenize(tokenizer: Any, item: Any, max_tokens: int) -> Any:
             return objective.tokenize(tokenizer, item, max_tokens, self.render)
 
-        return self._train(tokenize, train, data, settings, objective.trainable)
+        return self._train(tokenize, train, data, settings, objective.usable)
 
     def _train(
         self,
@@ -124,11 +124,11 @@ class LocalTrainer:
         train: Callable[[Any, Any, Any], list[float]],
         data: Sequence[Any],
         settings: LoraSettings,
-        trainable: Callable[[list[Any]], bool] = bool,
+        usable: Callable[[list[Any]], bool] = bool,
     ) -> TrainResult | None:
         """Load the model, tokenise ``data`` (dropping what does not fit) and ``train`` on it.
 
-        Returns ``None`` when what fits is not ``trainable`` (default: when nothing fits).
+        Returns ``None`` when what fits is not ``usable`` (default: when nothing fits).
         """
         import torch
 
@@ -138,7 +138,7 @@ class LocalTrainer:
         examples = [
             e for e in (tokenize(tokenizer, item, settings.max_tokens) for item in data) if e
         ]
-        if not trainable(examples):
+        if not usable(examples):
             return None
         if torch.cuda.is_available():
             model = model.to("cuda")
