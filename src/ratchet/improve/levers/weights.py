@@ -43,7 +43,7 @@ class WeightLever(Protocol):
         ...
 
 
-class Objective(TypedDict, total=False):
+class LossKnobs(TypedDict, total=False):
     """The knobs of a weight lever's loss, by their :class:`LoraSettings` names."""
 
     beta: float
@@ -54,20 +54,20 @@ class Objective(TypedDict, total=False):
 
 
 def lora_settings(
-    lever: WeightLever, context: LeverContext, **objective: Unpack[Objective]
+    lever: WeightLever, context: LeverContext, **knobs: Unpack[LossKnobs]
 ) -> LoraSettings:
     """``lever``'s training settings, seeded by the context.
 
     Args:
         lever: Its steps, batch size, learning rate and LoRA rank are used.
         context: Its seed seeds batching and initialisation.
-        **objective: The lever's own knobs of its loss (see :class:`Objective`); the others
+        **knobs: The lever's own knobs of its loss (see :class:`LossKnobs`); the others
             keep their defaults.
     """
     settings = LoraSettings(
         lever.steps, lever.batch_size, lever.learning_rate, lever.lora_rank, seed=context.seed
     )
-    return replace(settings, **objective)
+    return replace(settings, **knobs)
 
 
 def trainer_of(context: LeverContext, lever: str) -> Trainer:
