@@ -7,8 +7,8 @@ adapter on them with the given ``--steps`` and ``--length-exponent``, and plays 
 on ``--eval`` fresh training-split tasks per level whose problems the experience does not
 hold (never probe or test tasks). With ``--compare`` the run's own agent of that version
 (its adapter as the run trained it; ``--compare v2``: another of its agents) plays the same
-tasks with the same seed. It prints pass@1
-per level with 95% Wilson intervals; one training seed says little on its own.
+tasks with the same seed. It prints pass@1 per level with 95% Wilson intervals; one training
+seed says little on its own.
 
 With ``--pairs K`` it tries the ``pairs`` lever instead: the agent plays each task of its own
 training episodes K more times as it is (unguided), the lever's DPO pairs are mined from those

@@ -243,9 +243,8 @@ def _dpo_loss(
     import torch
 
     pairs = [e for e in examples if isinstance(e, PairExample)]
-    anchors = [(e.input_ids, e.assistant_masks) for e in examples if isinstance(e, Example)]
-    if not settings.anchor_weight:
-        anchors = []
+    weighted = [e for e in examples if isinstance(e, Example)] if settings.anchor_weight else []
+    anchors = [(e.input_ids, e.assistant_masks) for e in weighted]
     chosen = [e.sequences()[0] for e in pairs]
     rejected = [e.sequences()[1] for e in pairs]
     reference = [
