@@ -251,3 +251,51 @@ def test_closed_values_are_taken_up_when_the_result_mentions_them_as_words():
     walked = conversation_spans(({"role": "tool", "content": "You see: clay. Doors: west."},))
     (taken,) = chain_on([use, take], walked)
     assert taken["function"]["name"] == "take"  # a const the result names is taken up
+
+
+ORDER_ID = {"type": "string", "pattern": "^#?W\\d{7}$"}
+CANCEL = {
+    "type": "function",
+    "function": {
+        "name": "cancel_order",
+        "parameters": {
+            "type": "object",
+            "properties": {"order_id": ORDER_ID, "note": {"type": "string", "maxLength": 4}},
+            "required": ["order_id"],
+        },
+    },
+}
+GET = {
+    "type": "function",
+    "function": {
+        "name": "get_order",
+        "parameters": {
+            "type": "object",
+            "properties": {"order_id": ORDER_ID, "track": {"type": "string", "minLength": 99}},
+            "required": ["order_id"],
+        },
+    },
+}
+
+
+def test_copy_only_offers_only_the_spans_a_property_accepts():
+    (tool,) = copy_only([CANCEL], ["Please cancel", "#W3372338", "W3372338", "ok"])
+    properties = tool["function"]["parameters"]["properties"]
+    assert properties["order_id"]["enum"] == ["#W3372338", "W3372338"]
+    assert properties["note"]["enum"] == ["ok"]
+    tools = copy_only([GET], ["#W3372338", "ok"])
+    (track,) = tools
+    assert "track" not in track["function"]["parameters"]["properties"]  # optional, uncopyable
+
+
+def test_a_tool_whose_required_argument_cannot_be_copied_is_left_out():
+    offered = copy_only([CANCEL, LOOKUP], ["fatima.ahmed57@example.com", "Please cancel"])
+    assert [tool["function"]["name"] for tool in offered] == ["find_customer_by_email"]
+
+
+def test_a_lone_uncopyable_tool_keeps_that_argument_free_so_its_call_can_be_decoded():
+    (drawn,) = offered_tools(Prompt(MESSAGES[:2], (CANCEL,), copy_spans=("Please cancel", "ok")))
+    properties = drawn["function"]["parameters"]["properties"]
+    assert properties["order_id"] == ORDER_ID  # free: no span is an order id
+    assert properties["note"]["enum"] == ["ok"]  # still copied
+    assert tool_call_grammar([drawn], 96, lambda text: len(text) // 3 + 1)

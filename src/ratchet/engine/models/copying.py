@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import jsonschema
+
 MAX_SPANS = 400
 """Most spans offered per reply (the grammar of an argument grows with them)."""
 MAX_ONCE_OPTIONS = 8
@@ -124,18 +126,31 @@ def copy_only(tools: Sequence[dict[str, Any]], spans: Sequence[str]) -> tuple[di
     A property with an ``enum`` of its own keeps only the values the conversation mentions,
     if it mentions any (a name among every name a customer can have: the one in the request),
     else the whole enum; a ``const`` stays. Strings may be any span, integers and numbers any
-    span that reads as one. Nested objects and arrays are restricted item by item. A property
-    with no span of its type is left free.
+    span that reads as one, within the property's own constraints (``pattern``, lengths,
+    bounds). Nested objects and arrays are restricted item by item. A property with no span
+    of its type is left free.
+
+    A property whose constraints accept none of the spans of its type cannot be copied (an
+    order id before any was mentioned): a tool that requires one is left out, and an optional
+    one is dropped from its tool, since no copied call could fill it. When that leaves no tool
+    (a reply made to call one drawn tool), the tools are offered with such properties free
+    instead, so the reply can still be decoded.
     """
     values = _Values.of(spans)
-    restricted = []
-    for tool in tools:
-        tool = copy.deepcopy(tool)
-        function = tool.get("function", tool)
-        if isinstance(function.get("parameters"), dict):
-            _restrict(function["parameters"], values)
-        restricted.append(tool)
-    return tuple(restricted)
+    copyable = [tool for tool in (_copied(t, values, strict=True) for t in tools) if tool]
+    if copyable or not tools:
+        return tuple(copyable)
+    return tuple(tool for tool in (_copied(t, values, strict=False) for t in tools) if tool)
+
+
+def _copied(tool: dict[str, Any], values: _Values, *, strict: bool) -> dict[str, Any] | None:
+    """A copy of ``tool`` restricted to ``values``; ``None`` when it cannot be copied (strict)."""
+    tool = copy.deepcopy(tool)
+    function = tool.get("function", tool)
+    parameters = function.get("parameters")
+    if isinstance(parameters, dict) and not _restrict(parameters, values, strict):
+        return None
+    return tool
 
 
 def result_spans(messages: Sequence[dict[str, Any]]) -> tuple[str, ...] | None:
@@ -304,28 +319,65 @@ def _same(a: object, b: object) -> bool:
     return isinstance(a, str) and a == b
 
 
-def _restrict(schema: dict[str, Any], values: _Values) -> None:
+def _restrict(schema: dict[str, Any], values: _Values, strict: bool) -> bool:
+    """Restrict ``schema`` in place to ``values``; false when, ``strict``, it cannot be copied."""
     if "const" in schema:
-        return
+        return True
     if isinstance(schema.get("enum"), list):
         mentioned = [value for value in schema["enum"] if values.mention(value)]
         schema["enum"] = mentioned or schema["enum"]
-        return
+        return True
     kind = schema.get("type")
     if kind == "object":
-        for child in (schema.get("properties") or {}).values():
-            if isinstance(child, dict):
-                _restrict(child, values)
-    elif kind == "array" and isinstance(schema.get("items"), dict):
-        _restrict(schema["items"], values)
-    elif kind == "string" and values.strings:
-        schema["enum"] = list(values.strings)
+        properties = schema.get("properties") or {}
+        required = set(schema.get("required") or ())
+        for name, child in list(properties.items()):
+            if isinstance(child, dict) and not _restrict(child, values, strict):
+                if name in required:
+                    return False
+                del properties[name]
+        return True
+    if kind == "array" and isinstance(schema.get("items"), dict):
+        return _restrict(schema["items"], values, strict)
+    candidates: list[Any] = []
+    if kind == "string":
+        candidates = list(values.strings)
     elif kind == "integer":
-        whole = [n for n in values.numbers if isinstance(n, int)]
-        if whole:
-            schema["enum"] = whole
-    elif kind == "number" and values.numbers:
-        schema["enum"] = list(values.numbers)
+        candidates = [n for n in values.numbers if isinstance(n, int)]
+    elif kind == "number":
+        candidates = list(values.numbers)
+    if not candidates:
+        return True
+    accepted = _accepted(schema, candidates)
+    if accepted:
+        schema["enum"] = accepted
+    return bool(accepted) or not strict
+
+
+_CONSTRAINTS = frozenset(
+    {
+        "pattern",
+        "format",
+        "minLength",
+        "maxLength",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "multipleOf",
+    }
+)
+
+
+def _accepted(schema: dict[str, Any], candidates: list[Any]) -> list[Any]:
+    """The ``candidates`` that meet ``schema``'s own constraints (all, if it has none)."""
+    if not _CONSTRAINTS & schema.keys():
+        return candidates
+    validator = jsonschema.Draft202012Validator(
+        {key: schema[key] for key in _CONSTRAINTS & schema.keys()},
+        format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER,
+    )
+    return [value for value in candidates if validator.is_valid(value)]
 
 
 def _number(span: str) -> int | float | None:
