@@ -5,12 +5,14 @@ import pytest
 
 from ratchet.core.agent import Agent
 from ratchet.core.memory import Exemplar
+from ratchet.core.tool import ToolCall
 from ratchet.engine.harness import Budget
 from ratchet.engine.models import ModelError
 from ratchet.engine.models.base import Completion
 from ratchet.engine.models.fake import FakeModel
 from ratchet.engine.rollout import Exploration, RolloutConfig, drawn_tool, rollout
 from ratchet.envs.calc import env
+from ratchet.envs.grid import env as grid
 
 
 def oracle_reply(prompt, rng):
@@ -259,6 +261,32 @@ def test_a_first_tool_wins_where_it_and_a_last_tool_fall_on_the_first_call():
     prompts, result = explore_once(task, Exploration(first_tool=index, last_tool=index + 2))
     assert prompts[0].allowed_tools == (opening,)
     assert result.metadata["first_tool"] == opening and "last_tool" not in result.metadata
+
+
+def test_calls_to_tools_without_arguments_do_not_count_towards_the_calls_before_finish():
+    task = grid.tasks("train", 1, seed=0, difficulty=2)[0]
+    plan = grid.oracle(task)  # two actions, then finish
+    callable_tools = sorted(n for n in grid.session(task).tools if n != "finish")
+    prompts = []
+
+    def reply(prompt, rng):
+        prompts.append(prompt)
+        step = sum(m["role"] == "tool" for m in prompt.messages)
+        call = ToolCall("look", {}) if step == 0 else plan[step - 1]  # a look, then the plan
+        return json.dumps({"name": call.name, "arguments": call.arguments})
+
+    index = 2 * callable_tools.index(plan[1].name) + 1  # odd: any tool
+    (episode,) = rollout(
+        grid,
+        [task],
+        Agent(model="fake"),
+        BatchedFake(reply=reply),
+        explore=lambda t, s: Exploration(min_calls=2, last_tool=index),
+    )
+    looked, first, last, then = (p.allowed_tools for p in prompts)
+    assert "finish" not in looked and first == looked  # the look left two acting calls
+    assert last == (plan[1].name,) and then is None and episode.passed
+    assert episode.metadata["last_tool"] == plan[1].name
 
 
 def test_every_second_drawn_tool_is_one_the_task_names_by_its_verb():

@@ -66,10 +66,13 @@ class Exploration:
 
     Attributes:
         temperature: The episode's own sampling temperature (``None``: the agent's).
-        min_calls: Tool calls the episode makes before ``finish`` is offered to the decoder:
-            an agent that learned to finish after one call still tries longer plans. The
-            prompt is unchanged (the decoder enforces it, see :attr:`Prompt.allowed_tools`),
-            so a success found this way trains like any other.
+        min_calls: Acting calls the episode makes before ``finish`` is offered to the decoder:
+            an agent that learned to finish after one call still tries longer plans. A call
+            counts when its tool takes arguments: one that takes none only reads the state in
+            every built-in env (grid's ``look``, shop's ``list_products``), and 69% of a grid
+            agent's episodes opened with ``look``, which left a level-2 task one action and
+            ``finish``. The prompt is unchanged (the decoder enforces it, see
+            :attr:`Prompt.allowed_tools`), so a success found this way trains like any other.
         first_tool: Restrict the first call to one tool other than ``finish``, drawn by
             this number (see :func:`drawn_tool`): every second draw is among the tools the
             task names by their verb (``move_file`` for "move ... into logs/"), the others
@@ -78,8 +81,8 @@ class Exploration:
             a uniform draw over the eight tools of ``files`` opens one sample of a "move"
             task in eight with a move. Like ``min_calls``, the decoder enforces it
             and the prompt is unchanged. ``None``: the first call is the agent's own choice.
-        last_tool: Restrict the last call before ``finish`` is offered (the call at turn
-            ``min_calls``, counting from 1; the first call when ``min_calls`` is 0 or 1) to one
+        last_tool: Restrict the last call before ``finish`` is offered (the call after
+            ``min_calls`` - 1 acting calls; the first call when ``min_calls`` is 0 or 1) to one
             tool other than ``finish``, drawn by this number like ``first_tool`` (which wins
             when both fall on the first call). A built-in ladder adds one step per level, so
             an agent that mastered level L-1 mostly gets the first L-1 calls of a level-L plan
@@ -317,18 +320,15 @@ def player(
         episode_seed = seed + _episode_seed(task, sample)
         # The episode's own temperature travels with its prompts, so a batch can mix them.
         own = Exploration() if explore is None else explore(task, sample)
-        # Turn -> (metadata key, draw) of the calls the decoder restricts to a drawn tool.
-        draws: dict[int, tuple[str, int]] = {}
-        if own.last_tool is not None:
-            draws[max(own.min_calls, 1) - 1] = ("last_tool", own.last_tool)
-        if own.first_tool is not None:
-            draws[0] = ("first_tool", own.first_tool)
         forced: dict[str, str] = {}
+        # Calls to tools that take arguments so far (see Exploration.min_calls).
+        acted = 0
         # Spending applies to copied arguments only, so only copying samples keep count.
         spending = own.copy_arguments and own.fresh
         spent: list[object] = []
 
         def policy(prompt: Prompt, turn: int) -> Completion:
+            nonlocal acted
             # The seed travels with the prompt too: the batcher merges this request with
             # others, and the batch's own seed would make the sample depend on its company.
             turn_seed = episode_seed + turn
@@ -336,11 +336,12 @@ def player(
             prompt = replace(
                 prompt, key=f"{task.id}:{sample}", temperature=own.temperature, seed=turn_seed
             )
-            if turn in draws and (callable_tools := _calls(prompt)):
-                key, draw = draws[turn]
+            due = _due_draw(own, turn, acted, forced)
+            if due is not None and (callable_tools := _calls(prompt)):
+                key, draw = due
                 forced[key] = drawn_tool(callable_tools, task.instruction, draw)
                 prompt = replace(prompt, allowed_tools=(forced[key],))
-            elif turn < own.min_calls:
+            elif acted < own.min_calls:
                 prompt = replace(prompt, allowed_tools=_calls(prompt) or None)
             if own.skip_repeats and turn and (fresh := _without_repeat(prompt)):
                 prompt = replace(prompt, allowed_tools=fresh)
@@ -358,8 +359,10 @@ def player(
                 completion = batcher.complete(prompt, sampling)
             else:
                 completion = model.complete([prompt], sampling)[0]
-            if spending and isinstance(call := parse_action(completion), ToolCall):
-                spent.extend(call.arguments.values())
+            if isinstance(call := parse_action(completion), ToolCall):
+                acted += _takes_arguments(prompt, call.name)
+                if spending:
+                    spent.extend(call.arguments.values())
             return completion
 
         demos = index.select(task, agent.exemplars_per_task, agent.exemplar_token_budget)
@@ -414,6 +417,33 @@ def drawn_tool(tools: Sequence[str], instruction: str, draw: int) -> str:
     return pool[draw // 2 % len(pool)]
 
 
+def _due_draw(
+    own: Exploration, turn: int, acted: int, forced: dict[str, str]
+) -> tuple[str, int] | None:
+    """The drawn call due at ``turn`` after ``acted`` acting calls: its metadata key and draw.
+
+    The first call's draw at turn 0; the last call's once, when one acting call is left before
+    ``finish`` is offered. ``None`` when no draw is due.
+    """
+    if own.first_tool is not None and turn == 0:
+        return "first_tool", own.first_tool
+    due = acted == max(own.min_calls, 1) - 1
+    if own.last_tool is not None and due and "last_tool" not in forced:
+        return "last_tool", own.last_tool
+    return None
+
+
+def _takes_arguments(prompt: Prompt, name: str) -> bool:
+    """Whether ``prompt``'s tool ``name`` takes arguments.
+
+    ``True`` for a tool the prompt lacks: nothing says that one only reads.
+    """
+    schema = next((t for t in prompt.tools if tool_name(t) == name), None)
+    if schema is None:
+        return True
+    return bool(schema.get("function", schema).get("parameters", {}).get("properties"))
+
+
 def _without_repeat(prompt: Prompt) -> tuple[str, ...] | None:
     """The tools ``prompt`` may call, without the last reply's if it takes no arguments.
 
@@ -424,8 +454,7 @@ def _without_repeat(prompt: Prompt) -> tuple[str, ...] | None:
     if not calls:
         return None
     name = calls[0].get("function", {}).get("name")
-    schema = next((t for t in prompt.tools if tool_name(t) == name), None)
-    if schema is None or schema.get("function", schema).get("parameters", {}).get("properties"):
+    if not isinstance(name, str) or _takes_arguments(prompt, name):
         return None
     names = prompt.allowed_tools or tuple(map(tool_name, prompt.tools))
     others = tuple(n for n in names if n != name)

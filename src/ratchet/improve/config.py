@@ -56,9 +56,11 @@ class ImproveConfig:
             and grpo levers to contrast; at a level the agent cannot yet start they fail
             alike, and guiding all of them finds more successes and relabels there.
         explore_past_finish: Offer ``finish`` to the guided training samples of a level-L
-            task only after L tool calls (the prompt is unchanged; the decoder enforces it),
-            so an agent that learned to finish early still tries the longer plans the next
-            level needs. Probe and test episodes are never constrained.
+            task only after L acting calls, calls to tools that take arguments (the prompt is
+            unchanged; the decoder enforces it), so an agent that learned to finish early
+            still tries the longer plans the next level needs; a call without arguments only
+            reads (grid's ``look``) and is no step of a plan. Probe and test episodes are
+            never constrained.
         explore_first_tool: Open the guided training samples with a call to a tool drawn
             per episode (any but ``finish``; the decoder enforces it), for an agent that
             always opens with the same call and so never sees what the other tools return.
@@ -67,7 +69,8 @@ class ImproveConfig:
             Probe and test episodes are never constrained.
         explore_last_tool: Make every second guided sample of a task (the second, fourth,
             ...) call a tool drawn per episode at the last step before ``finish`` is offered
-            (its L-th call on a level-L task with ``explore_past_finish``, else its first).
+            (its L-th acting call on a level-L task with ``explore_past_finish``, else its
+            first).
             The ladders add one step per level, so an agent that mastered the level below
             makes the earlier calls right and the new last one the same wrong way on every
             sample (calc: ``divide`` for "grows to 8 times"); the drawn call gives a task's

@@ -92,7 +92,8 @@ class Practice:
         do not count, so a resumed round picks the same temperatures. With
         ``explore_past_finish``, the guided samples (``explore_guided_share`` of each task's,
         every second one by default) of a level-L task are offered ``finish`` only after L
-        tool calls (the built-in ladders add one step per level): an agent that
+        acting calls (to tools that take arguments; the built-in ladders add one step per
+        level): an agent that
         learned to finish after one call on level 1 otherwise never tries the longer plans
         the next level needs, and leaves nothing to learn them from. With
         ``explore_first_tool``, those same samples open with a call to a tool drawn per
