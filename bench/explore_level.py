@@ -6,8 +6,8 @@ many of those a level needs; this says how many the explore options find. It pla
 agent on ``--tasks`` fresh training-split tasks of ``--level`` (problems the run never saw;
 never probe or test tasks), ``--k`` samples each at the temperatures a round gives a task it
 knows nothing of, every sample guided by the options given (as ``--explore-guided-share 1``),
-and prints the passed samples, the distinct tasks solved, and the verified lessons hindsight
-makes of the failed ones, per level.
+and prints the passed samples, the distinct tasks solved, the verified lessons hindsight
+makes of the failed ones per level, and the commonest sequences of calls.
 
 ``--extra-calls N`` withholds ``finish`` for N calls more than the level's (``ratchet improve``
 withholds it for as many calls as the level, ``--explore-past-finish``): an agent whose every
@@ -112,6 +112,8 @@ def main() -> None:
             f"{dict(sorted(lessons.items()))} ({relabelled.trimmed} trims of passed samples)"
             f"  [{seconds:.0f} s]"
         )
+        plans = Counter(" ".join(call.name for call in t.calls) for t in played)
+        print("  commonest calls: " + "; ".join(f"{n} x {p}" for p, n in plans.most_common(5)))
 
 
 if __name__ == "__main__":
