@@ -38,6 +38,7 @@ from ratchet.envs.registry import load_env_reference
 from ratchet.improve.config import CPU_ROLLOUT
 from ratchet.improve.frontier import explore_temperatures
 from ratchet.improve.hindsight import relabel_all
+from ratchet.improve.practice import is_guided
 
 
 def main() -> None:
@@ -77,7 +78,8 @@ def main() -> None:
     for extra in args.extra_calls:
 
         def explore(task: Task, sample: int, extra: int = extra) -> Exploration:
-            drawn = args.last_tool and sample % 2 == 1
+            # Every second sample, as ratchet improve draws them when every sample is guided.
+            drawn = args.last_tool and is_guided(sample, 0.5)
             return Exploration(
                 temperatures[sample],
                 task.difficulty + extra,

@@ -70,8 +70,7 @@ class ImproveConfig:
         explore_last_tool: Make every second guided sample of a task (the second, fourth,
             ...) call a tool drawn per episode at the last step before ``finish`` is offered
             (its L-th acting call on a level-L task with ``explore_past_finish``, else its
-            first).
-            The ladders add one step per level, so an agent that mastered the level below
+            first). The ladders add one step per level, so an agent that mastered the level below
             makes the earlier calls right and the new last one the same wrong way on every
             sample (calc: ``divide`` for "grows to 8 times"); the drawn call gives a task's
             samples a last step the agent would not have chosen.

@@ -93,9 +93,8 @@ class Practice:
         ``explore_past_finish``, the guided samples (``explore_guided_share`` of each task's,
         every second one by default) of a level-L task are offered ``finish`` only after L
         acting calls (to tools that take arguments; the built-in ladders add one step per
-        level): an agent that
-        learned to finish after one call on level 1 otherwise never tries the longer plans
-        the next level needs, and leaves nothing to learn them from. With
+        level): an agent that learned to finish after one call on level 1 otherwise never
+        tries the longer plans the next level needs, and leaves nothing to learn them from. With
         ``explore_first_tool``, those same samples open with a call to a tool drawn per
         episode (any but ``finish``), so actions the agent never picks first get tried too;
         with ``explore_last_tool``, every second of them makes its last call before ``finish``
