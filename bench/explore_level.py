@@ -54,6 +54,7 @@ def main() -> None:
     parser.add_argument("--skip-repeats", action="store_true")
     parser.add_argument("--chain", action="store_true")
     parser.add_argument("--fresh-arguments", action="store_true")
+    parser.add_argument("--first-tool", action="store_true", help="every sample")
     parser.add_argument("--last-tool", action="store_true", help="every second sample")
     parser.add_argument("--max-reply-tokens", type=int, default=CPU_ROLLOUT.max_reply_tokens)
     parser.add_argument("--seed", type=int, default=0)
@@ -83,6 +84,7 @@ def main() -> None:
             return Exploration(
                 temperatures[sample],
                 task.difficulty + extra,
+                first_tool=zlib.crc32(f"{task.id}:{sample}".encode()) if args.first_tool else None,
                 last_tool=zlib.crc32(f"{task.id}:{sample}:last".encode()) if drawn else None,
                 copy_arguments=args.copy_arguments,
                 skip_repeats=args.skip_repeats,
