@@ -290,16 +290,27 @@ def test_calls_to_tools_without_arguments_do_not_count_towards_the_calls_before_
 
 
 def test_every_second_drawn_tool_is_one_the_task_names_by_its_verb():
-    tools = ["delete_file", "list_files", "move_file", "read_file"]
+    tools = dict.fromkeys(["delete_file", "list_files", "move_file", "read_file"], "A tool.")
     task = "In the workspace: Move a.log into logs/; delete b.tmp."
     assert {drawn_tool(tools, task, draw) for draw in range(0, 8, 2)} == {
         "delete_file",
         "move_file",
     }
-    assert [drawn_tool(tools, task, draw) for draw in range(1, 9, 2)] == tools
+    assert [drawn_tool(tools, task, draw) for draw in range(1, 9, 2)] == list(tools)
     assert [drawn_tool(tools, "What is 2 + 3?", draw) for draw in range(8)] == [
         tool for tool in tools for _ in range(2)
     ]
+
+
+def test_a_drawn_tool_is_also_named_by_the_first_word_of_its_description():
+    tools = {
+        "look": "Describe the room.",
+        "move": "Walk through a door.",
+        "take": "Pick up an item.",
+    }
+    task = "Find the wood and pick it up."
+    assert {drawn_tool(tools, task, draw) for draw in range(0, 8, 2)} == {"take"}
+    assert {drawn_tool(tools, task, draw) for draw in range(1, 9, 2)} == set(tools)
 
 
 def test_an_episode_skipping_repeats_never_calls_an_argument_free_tool_twice_in_a_row():

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -75,12 +75,13 @@ class Exploration:
             :attr:`Prompt.allowed_tools`), so a success found this way trains like any other.
         first_tool: Restrict the first call to one tool other than ``finish``, drawn by
             this number (see :func:`drawn_tool`): every second draw is among the tools the
-            task names by their verb (``move_file`` for "move ... into logs/"), the others
-            among all of them. An agent that always opens with the same call (a listing, say)
-            never sees what the other tools return, and hindsight has nothing else to name;
-            a uniform draw over the eight tools of ``files`` opens one sample of a "move"
-            task in eight with a move. Like ``min_calls``, the decoder enforces it
-            and the prompt is unchanged. ``None``: the first call is the agent's own choice.
+            task names by their verb (``move_file`` for "move ... into logs/"; grid's
+            ``take``, "Pick up an item", for "pick it up"), the others among all of them.
+            An agent that always opens with the same call (a listing, say) never sees what
+            the other tools return, and hindsight has nothing else to name; a uniform draw
+            over the eight tools of ``files`` opens one sample of a "move" task in eight with
+            a move. Like ``min_calls``, the decoder enforces it and the prompt is unchanged.
+            ``None``: the first call is the agent's own choice.
         last_tool: Restrict the last call before ``finish`` is offered (the call after
             ``min_calls`` - 1 acting calls; the first call when ``min_calls`` is 0 or 1) to one
             tool other than ``finish``, drawn by this number like ``first_tool`` (which wins
@@ -337,7 +338,7 @@ def player(
                 prompt, key=f"{task.id}:{sample}", temperature=own.temperature, seed=turn_seed
             )
             due = _due_draw(own, turn, acted, forced)
-            if due is not None and (callable_tools := _calls(prompt)):
+            if due is not None and (callable_tools := _described_calls(prompt)):
                 key, draw = due
                 forced[key] = drawn_tool(callable_tools, task.instruction, draw)
                 prompt = replace(prompt, allowed_tools=(forced[key],))
@@ -397,24 +398,39 @@ def player(
     return play
 
 
-def drawn_tool(tools: Sequence[str], instruction: str, draw: int) -> str:
+_ARTICLES = frozenset({"a", "an", "the"})
+
+
+def drawn_tool(tools: Mapping[str, str], instruction: str, draw: int) -> str:
     """The tool an exploring episode must call (first or last), drawn by ``draw``.
 
-    A tool is named when the first word of its name (``move`` of ``move_file``) is a word of
-    ``instruction``, in any case. An even ``draw`` picks among the named tools, if any; an
-    odd one (or any, when none is named) among all ``tools``. Either way the pick is the one
-    at ``draw // 2`` (modulo their number) in name order.
+    A tool is named when the first word of its name (``move`` of ``move_file``) or of its
+    description (``Pick`` of grid's ``take``, "Pick up an item ...", for "pick it up") is a
+    word of ``instruction``, in any case. An even ``draw`` picks among the named tools, if
+    any; an odd one (or any, when none is named) among all ``tools``. Either way the pick is
+    the one at ``draw // 2`` (modulo their number) in name order.
 
     Args:
-        tools: The tools the episode may open with (not empty).
+        tools: The tools the episode may call (not empty), each name with its description.
         instruction: The task's instruction.
         draw: The episode's draw (any non-negative integer).
     """
     words = set(re.findall(r"[a-z]+", instruction.lower()))
     everything = sorted(tools)
-    named = [name for name in everything if name.lower().split("_")[0] in words]
+    named = [name for name in everything if _verbs(name, tools[name]) & words]
     pool = named if named and draw % 2 == 0 else everything
     return pool[draw // 2 % len(pool)]
+
+
+def _verbs(name: str, description: str) -> set[str]:
+    """The words a tool is named by: the first of its name and of its description.
+
+    A description's first word is its verb in a docstring's imperative summary line; one
+    that opens with an article ("A tool that ...") would be named by every "a" of a task.
+    """
+    first = re.match(r"[A-Za-z]+", description.strip())
+    verb = first.group().lower() if first else ""
+    return {name.lower().split("_")[0], *([verb] if verb and verb not in _ARTICLES else [])}
 
 
 def _due_draw(
@@ -464,6 +480,16 @@ def _without_repeat(prompt: Prompt) -> tuple[str, ...] | None:
 def _calls(prompt: Prompt) -> tuple[str, ...]:
     """The names of the tools ``prompt`` offers, but ``finish``."""
     return tuple(n for n in map(tool_name, prompt.tools) if n and n != FINISH)
+
+
+def _described_calls(prompt: Prompt) -> dict[str, str]:
+    """The tools ``prompt`` offers, but ``finish``, each name with its description."""
+    functions = (tool.get("function", tool) for tool in prompt.tools)
+    return {
+        name: str(function.get("description") or "")
+        for function, name in zip(functions, map(tool_name, prompt.tools), strict=True)
+        if name and name != FINISH
+    }
 
 
 def _context(model: Model, config: RolloutConfig) -> Context | None:
