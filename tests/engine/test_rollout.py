@@ -314,8 +314,6 @@ def test_a_drawn_tool_is_also_named_by_the_first_word_of_its_description():
 
 
 def test_an_episode_skipping_repeats_never_calls_an_argument_free_tool_twice_in_a_row():
-    from ratchet.envs.grid import env as grid
-
     task = grid.tasks("train", 1, difficulty=1)[0]
     allowed = []
 

@@ -338,12 +338,12 @@ def player(
                 prompt, key=f"{task.id}:{sample}", temperature=own.temperature, seed=turn_seed
             )
             due = _due_draw(own, turn, acted, forced)
-            if due is not None and (callable_tools := _described_calls(prompt)):
+            if due is not None and (callable_tools := _calls(prompt)):
                 key, draw = due
                 forced[key] = drawn_tool(callable_tools, task.instruction, draw)
                 prompt = replace(prompt, allowed_tools=(forced[key],))
             elif acted < own.min_calls:
-                prompt = replace(prompt, allowed_tools=_calls(prompt) or None)
+                prompt = replace(prompt, allowed_tools=tuple(_calls(prompt)) or None)
             if own.skip_repeats and turn and (fresh := _without_repeat(prompt)):
                 prompt = replace(prompt, allowed_tools=fresh)
             if own.copy_arguments:
@@ -428,9 +428,11 @@ def _verbs(name: str, description: str) -> set[str]:
     A description's first word is its verb in a docstring's imperative summary line; one
     that opens with an article ("A tool that ...") would be named by every "a" of a task.
     """
+    verbs = {name.lower().split("_")[0]}
     first = re.match(r"[A-Za-z]+", description.strip())
-    verb = first.group().lower() if first else ""
-    return {name.lower().split("_")[0], *([verb] if verb and verb not in _ARTICLES else [])}
+    if first is not None and first.group().lower() not in _ARTICLES:
+        verbs.add(first.group().lower())
+    return verbs
 
 
 def _due_draw(
@@ -477,12 +479,7 @@ def _without_repeat(prompt: Prompt) -> tuple[str, ...] | None:
     return others or None
 
 
-def _calls(prompt: Prompt) -> tuple[str, ...]:
-    """The names of the tools ``prompt`` offers, but ``finish``."""
-    return tuple(n for n in map(tool_name, prompt.tools) if n and n != FINISH)
-
-
-def _described_calls(prompt: Prompt) -> dict[str, str]:
+def _calls(prompt: Prompt) -> dict[str, str]:
     """The tools ``prompt`` offers, but ``finish``, each name with its description."""
     functions = (tool.get("function", tool) for tool in prompt.tools)
     return {
