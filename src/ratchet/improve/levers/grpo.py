@@ -32,6 +32,7 @@ from ratchet.improve.levers.pairs import groups
 from ratchet.improve.levers.weights import (
     ADAPTER_DIR,
     adapter_candidate,
+    as_prompted,
     incumbent_adapter,
     lora_settings,
     played,
@@ -107,7 +108,8 @@ class GrpoLever:
             for t in context.experience
             if played(context, t) and t.agent == context.incumbent.version
         )
-        episodes = scored_groups(own, self.max_episodes)
+        prompted = {task: as_prompted(group, context.incumbent) for task, group in own.items()}
+        episodes = scored_groups(prompted, self.max_episodes)
         if not episodes:
             raise NoCandidate("no task whose samples by the incumbent scored differently")
         settings = lora_settings(self, context, beta=self.beta, clip=self.clip)
