@@ -16,7 +16,7 @@ from typing import Any
 from rich.progress import Progress
 
 from ratchet.core.agent import Agent
-from ratchet.core.env import Env
+from ratchet.core.env import Env, policy_of
 from ratchet.core.task import Split, Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.cluster import RayPool
@@ -132,6 +132,7 @@ class Practice:
             history=history,
             max_turns=config.budget().max_turns or 1,
             seed=seed,
+            shared=policy_of(self.env),
             log=log,
         )
 
