@@ -178,6 +178,10 @@ def end_episode(text: str) -> Observation:
 class ToolSession:
     """A session over a list of tools plus a ``finish(answer)`` tool that ends the episode.
 
+    With a ``state`` function it has the optional ``fingerprint()`` member: a text that is the
+    same exactly when two worlds are in the same state (exploration counts visits to states by
+    it; without it, by what the agent was shown).
+
     Tool results become observation text; a tool that returns an :class:`Observation` with
     ``done`` set (see :func:`end_episode`) ends the episode. A :class:`ToolError`, bad
     arguments, an unknown tool or any exception inside a tool becomes an error observation the
@@ -191,6 +195,7 @@ class ToolSession:
         policy: Rules the agent must follow, shown after the task text.
         close: Called once by :meth:`close` to release the world.
         intro: The world's first observation (a game's opening room), shown after the task.
+        state: Returns the world's state fingerprint (see above); ``None``: none.
     """
 
     def __init__(
@@ -201,6 +206,7 @@ class ToolSession:
         policy: str = "",
         close: Callable[[], None] | None = None,
         intro: str = "",
+        state: Callable[[], str] | None = None,
     ) -> None:
         self.task = task
         self.tools = {t.name: t for t in [*tools, Tool.from_function(_finish, FINISH)]}
@@ -210,6 +216,8 @@ class ToolSession:
         self._policy = policy
         self._close = close
         self._intro = intro
+        if state is not None:
+            self.fingerprint = state
 
     def reset(self) -> Observation:
         """Return the task text (the world's first observation, the policy) and tool schemas."""
@@ -313,6 +321,8 @@ class SimpleEnv(Generic[World]):
             define, worded by the env; raises ``ValueError`` for params that define none.
             ``None``: tasks cannot be proposed for the env.
         params_schema: JSON schema of the params ``task_from_params`` takes.
+        fingerprint: ``fingerprint(world) -> str``: the same text exactly when two worlds are in
+            the same state; gives the sessions their optional ``fingerprint()``. ``None``: none.
     """
 
     name: str
@@ -334,6 +344,7 @@ class SimpleEnv(Generic[World]):
 
     task_from_params: FromParams | None = None
     params_schema: dict[str, Any] | None = None
+    fingerprint: Callable[[World], str] | None = None
 
     def __post_init__(self) -> None:
         if self.max_difficulty == 0:
@@ -369,7 +380,7 @@ class SimpleEnv(Generic[World]):
     def session(self, task: Task) -> ToolSession:
         """Build a fresh world for ``task`` and wrap it in a :class:`ToolSession`."""
         world = self.build(task)
-        teardown = self.teardown
+        teardown, fingerprint = self.teardown, self.fingerprint
         try:
             tools = [t if isinstance(t, Tool) else Tool.from_function(t) for t in self.tools(world)]
             intro = self.observe(world) if self.observe else ""
@@ -384,4 +395,5 @@ class SimpleEnv(Generic[World]):
             policy=self.policy,
             close=(lambda: teardown(world)) if teardown else None,
             intro=intro,
+            state=None if fingerprint is None else (lambda: fingerprint(world)),
         )

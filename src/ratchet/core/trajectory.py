@@ -67,6 +67,9 @@ class Step:
             episodes' requests) plus the env's.
         substeps: When ``call`` is a skill (see :class:`~ratchet.core.memory.Skill`), the env
             tool calls it made, each with its own observation; empty otherwise.
+        state: The world's fingerprint after the step, if the session gives one
+            (``Session.fingerprint()``): two steps with one fingerprint left the world alike,
+            whatever led there (exploration counts visits to states by it).
     """
 
     call: ToolCall | None
@@ -76,6 +79,7 @@ class Step:
     completion_tokens: int = 0
     latency_s: float = 0.0
     substeps: tuple[Step, ...] = ()
+    state: str | None = None
 
     @property
     def failed(self) -> bool:

@@ -236,8 +236,15 @@ def act(
         completion_tokens=completion.completion_tokens,
         latency_s=completion.latency_s + time.perf_counter() - tick,
         substeps=substeps,
+        state=fingerprint_of(session),
     )
     return step, replies
+
+
+def fingerprint_of(session: Session) -> str | None:
+    """The session's fingerprint of its world's state, if it gives one (an optional member)."""
+    fingerprint = getattr(session, "fingerprint", None)
+    return None if fingerprint is None else str(fingerprint())
 
 
 def _over_budget(steps: Sequence[Step], worked_s: float, budget: Budget) -> bool:

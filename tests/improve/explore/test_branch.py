@@ -111,3 +111,18 @@ def test_nodes_stop_at_a_failed_call_and_leave_room_for_an_action_and_finish():
     assert [n.turn for n in nodes([episode], max_turns=6)] == [0]  # not past the error
     (parent,) = roots(eager(), [task])
     assert [n.turn for n in nodes([parent], max_turns=2)] == [0]
+
+
+def test_a_state_reached_by_two_prefixes_counts_both_visits_by_the_envs_fingerprint():
+    from ratchet.engine.harness import replay
+    from ratchet.envs.grid import env as grid
+
+    task = grid.tasks("train", 1, seed=1, difficulty=1)[0]
+    door = next(d for d in ("north", "south", "east", "west") if d in task.instruction)
+    move, look = ToolCall("move", {"to": door}), ToolCall("look", {})
+    direct = replay(grid, task, [move, ToolCall("finish", {"answer": ""})])
+    looked = replay(grid, task, [look, move, ToolCall("finish", {"answer": ""})])
+    assert direct.steps[0].state == looked.steps[1].state is not None
+    found = nodes([direct, looked], max_turns=6)
+    after_move = [n for n in found if n.turn == 1 and n.source is direct]
+    assert after_move[0].visits == 1 and after_move[0].reached == 2

@@ -110,6 +110,7 @@ env: SimpleEnv[World] = SimpleEnv(
     max_difficulty=MAX_DIFFICULTY,
     version="3",
     describe=_relabel,
+    fingerprint=lambda world: repr(world.state),
 )
 
 __all__ = ["POLICY", "env"]

@@ -9,7 +9,9 @@ Which node to branch from next (:func:`choose`) weighs, for each node on a clean
 failed call, no unparsed reply, no repeated action, no ``finish``) with room left for an action
 and a ``finish``:
 
-- novelty, as Go-Explore counts it: a state few episodes reached (``1 / sqrt(visits)``);
+- novelty, as Go-Explore counts it: a state few episodes reached by any prefix
+  (``1 / sqrt(visits)``; states told apart by the env's fingerprint where it gives one,
+  ``Session.fingerprint()``, else by what the agent was shown);
 - breadth: a node where few actions were tried (``1 / (1 + tried)``);
 - a near miss: the best score an episode through the node earned (partial credit);
 - a premature finish: a node where the only action tried was ``finish`` counts double, since an
@@ -45,6 +47,8 @@ class Node:
         visits: Episodes that passed through it.
         acting: Acting calls in its prefix (calls to tools that take arguments).
         best: The best score of an episode through it.
+        reached: Episodes that reached its state by any prefix: by the env's state fingerprint
+            where it gives one (``Session.fingerprint()``), else by what the agent was shown.
     """
 
     source: Trajectory
@@ -53,6 +57,7 @@ class Node:
     visits: int
     acting: int
     best: float
+    reached: int = 1
 
     def replies(self) -> tuple[Completion, ...]:
         """The source's replies up to the node, to replay (no tokens: nothing is generated)."""
@@ -85,12 +90,15 @@ class _Tally:
     source: Trajectory
     turn: int
     acting: int
+    state: object
     tried: list[str] = field(default_factory=list)
     visits: int = 0
     best: float = 0.0
 
-    def node(self) -> Node:
-        return Node(self.source, self.turn, tuple(self.tried), self.visits, self.acting, self.best)
+    def node(self, reached: int) -> Node:
+        return Node(
+            self.source, self.turn, tuple(self.tried), self.visits, self.acting, self.best, reached
+        )
 
 
 def nodes(episodes: Sequence[Trajectory], max_turns: int) -> list[Node]:
@@ -107,7 +115,8 @@ def nodes(episodes: Sequence[Trajectory], max_turns: int) -> list[Node]:
         prefix: list[str] = []
         acted = 0
         for turn, step in enumerate(episode.steps[: max(0, max_turns - 1)]):
-            tally = found.setdefault(tuple(prefix), _Tally(episode, turn, acted))
+            state = _state(episode, turn)
+            tally = found.setdefault(tuple(prefix), _Tally(episode, turn, acted, state))
             action = action_key(step)
             if action not in tally.tried:
                 tally.tried.append(action)
@@ -117,7 +126,10 @@ def nodes(episodes: Sequence[Trajectory], max_turns: int) -> list[Node]:
                 break
             prefix.append(action)
             acted += acting(episode.tools, step.call.name) if step.call is not None else 0
-    return [tally.node() for tally in found.values()]
+    reached: dict[object, int] = {}
+    for tally in found.values():
+        reached[tally.state] = reached.get(tally.state, 0) + tally.visits
+    return [tally.node(reached[tally.state]) for tally in found.values()]
 
 
 def choose(candidates: Sequence[Node], reach: int, weights: Weights) -> Node | None:
@@ -135,7 +147,7 @@ def choose(candidates: Sequence[Node], reach: int, weights: Weights) -> Node | N
     def score(node: Node) -> float:
         depth = weights.depth_decay ** max(0, node.acting - reach)
         premature = weights.finish_bonus if node.tried == (FINISH_KEY,) else 1.0
-        novelty = 1 / math.sqrt(node.visits)
+        novelty = 1 / math.sqrt(node.reached)
         return depth * premature * (1 + node.best) * novelty / (1 + len(node.tried))
 
     ranked = sorted(
@@ -152,6 +164,16 @@ def reach_of(successes: Sequence[Trajectory]) -> int:
             calls = [s.call for s in episode.steps if s.call is not None and not s.failed]
             longest = max(longest, sum(acting(episode.tools, c.name) for c in calls))
     return longest
+
+
+def _state(episode: Trajectory, turn: int) -> object:
+    """The state after ``episode``'s first ``turn`` steps: its fingerprint, else what was shown."""
+    if turn == 0:
+        return ()
+    last = episode.steps[turn - 1].state
+    if last is not None:
+        return last
+    return tuple(step.observation.text for step in episode.steps[:turn])
 
 
 def _replayable(episode: Trajectory) -> bool:
