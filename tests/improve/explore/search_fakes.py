@@ -24,7 +24,8 @@ def eager(tasks=TASKS, calls=1):
 
     Like a constrained decoder it never calls a tool the prompt's ``reply_tools`` leave out: where
     ``finish`` is left out it makes the oracle's next call instead, and where that is left out
-    too, the first tool offered (with arguments 1 and 1).
+    too, the first tool offered (with arguments 1 and 1); made to finish, it answers with the
+    last result.
     """
 
     def reply(prompt, rng):
@@ -38,8 +39,9 @@ def eager(tasks=TASKS, calls=1):
         if call.name in allowed:
             return json.dumps({"name": call.name, "arguments": call.arguments})
         name = next(n for n in allowed if n != "finish") if len(allowed) > 1 else allowed[0]
-        if name == "finish":
-            return json.dumps({"name": "finish", "arguments": {"answer": "0"}})
+        if name == "finish":  # made to finish: with what it last saw
+            answer = results[-1] if results else "0"
+            return json.dumps({"name": "finish", "arguments": {"answer": answer}})
         return json.dumps({"name": name, "arguments": {"a": 1, "b": 1}})
 
     return FakeModel(reply=reply)

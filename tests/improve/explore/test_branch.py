@@ -126,3 +126,17 @@ def test_a_state_reached_by_two_prefixes_counts_both_visits_by_the_envs_fingerpr
     found = nodes([direct, looked], max_turns=6)
     after_move = [n for n in found if n.turn == 1 and n.source is direct]
     assert after_move[0].visits == 1 and after_move[0].reached == 2
+
+
+def test_a_closing_branch_finishes_where_an_episode_went_on_instead_of_stopping():
+    task = TASKS[3]
+    (runaway,) = roots(eager(calls=99), [task])  # the plan's calls, then more: never finishes
+    assert not runaway.passed and "finish" not in [c.name for c in runaway.calls]
+    found = nodes([runaway], max_turns=4)
+    node = choose(found, reach=1, weights=Weights(), closing=True)
+    assert node is not None and node.turn == 2  # after the plan's two calls, within reach + 1
+    close = Strategy("close", copy_arguments=True, chain=True, closes=True)
+    branch = Branch(close, replies=node.replies(), seen=node.seen(), tried=node.tried, parent=0)
+    (child,) = roots(eager(calls=99), [task], steer=lambda t, s: branch)
+    assert child.calls[-1].name == "finish" and child.passed
+    assert child.exploration.strategy == "close" and child.exploration.branch_turn == 2

@@ -88,7 +88,8 @@ class _Branching:
         self._compare(prompt, turn)
         if turn < len(branch.replies):
             return branch.replies[turn]
-        if turn == len(branch.replies) and (branch.tried or branch.strategy.drawn_tool):
+        strategy = branch.strategy
+        if turn == len(branch.replies) and (branch.tried or strategy.drawn_tool or strategy.closes):
             completion = self._branch(prompt, turn)
         else:
             completion = self._sample(prompt, turn)
@@ -122,7 +123,7 @@ class _Branching:
         avoid = {name for name in tried_tools(branch.tried) if not takes_arguments(prompt, name)}
         if FINISH_KEY in tried:
             avoid.add(FINISH)
-        tool = None
+        tool = FINISH if branch.strategy.closes else None
         if branch.strategy.drawn_tool:
             tools = callable_tools(prompt)
             fresh = {n: d for n, d in tools.items() if n not in tried_tools(branch.tried)}

@@ -146,10 +146,15 @@ def explore(
             if any(t.passed for t in own) or _spent(own) >= config.task_tokens:
                 continue
             rng = random.Random(f"{seed}:{task.id}:{sample}")
-            strategy = pick(strategies, task.difficulty, yields, rng)
-            branch = _branch(task, sample, own, strategy, config, deterministic, reach, max_turns)
-            if branch is not None:
-                branches[task.id] = replace(branch, shared=shared)
+            picked = pick(strategies, task.difficulty, yields, rng)
+            # A strategy that finds no node of its kind (nowhere to close) gives way to the others.
+            for strategy in [picked, *(s for s in strategies if s != picked)]:
+                branch = _branch(
+                    task, sample, own, strategy, config, deterministic, reach, max_turns
+                )
+                if branch is not None:
+                    branches[task.id] = replace(branch, shared=shared)
+                    break
         if not branches:
             break
         searched |= set(branches)
@@ -202,7 +207,7 @@ def _branch(
     )
     if not deterministic:
         return fresh
-    node = choose(nodes(own, max_turns), reach, config.tree)
+    node = choose(nodes(own, max_turns), reach, config.tree, closing=strategy.closes)
     if node is None:
         return None
     return replace(

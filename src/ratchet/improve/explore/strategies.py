@@ -14,6 +14,9 @@ small model fails to find a longer plan by itself:
 - ``drawn``: the branching action is a call of a tool drawn among those not yet tried there,
   every second draw among the tools the task names by their verb, its arguments copied, for an
   agent that always makes the same call at a state.
+- ``close``: the branching action is ``finish``, its answer taken up from the last result, at
+  a node where an episode went on instead of stopping, for an agent that does the steps of a
+  longer plan and then does not stop (one model call a branch);
 - ``extend``: ``finish`` is withheld until the branch has made one more acting call than its
   branching one, for plans one step longer than any the agent has finished.
 
@@ -54,6 +57,7 @@ class Strategy:
             result, and a value passed before is offered again only where mentioned again.
         skip_repeats: Never call a tool that takes no arguments right after calling it.
         drawn_tool: The branching action calls a tool drawn among those not tried there.
+        closes: The branching action is ``finish``, at a node where an episode went on instead.
         extend: Acting calls (to tools that take arguments) the episode makes from its
             branching turn on before ``finish`` is offered; 0 offers it at once.
     """
@@ -63,6 +67,7 @@ class Strategy:
     chain: bool = False
     skip_repeats: bool = False
     drawn_tool: bool = False
+    closes: bool = False
     extend: int = 0
 
 
@@ -72,6 +77,7 @@ STRATEGIES: tuple[Strategy, ...] = (
     Strategy("copy", copy_arguments=True, skip_repeats=True),
     Strategy("chain", copy_arguments=True, chain=True, skip_repeats=True),
     Strategy("drawn", copy_arguments=True, skip_repeats=True, drawn_tool=True),
+    Strategy("close", copy_arguments=True, chain=True, closes=True),
     Strategy("extend", skip_repeats=True, extend=2),
 )
 """The built-in strategies, ``policy`` first."""

@@ -21,7 +21,9 @@ and a ``finish``:
   what the agent can do before it looks further. The length comes from the agent's own verified
   experience, never from the task.
 
-Ties go to the shallower node, then to the earlier episode.
+Ties go to the shallower node, then to the earlier episode. A branch that will ``finish`` at its
+node (the ``close`` strategy) takes the deepest node within one call of the agent's reach where
+an episode went on instead of finishing.
 """
 
 from __future__ import annotations
@@ -132,15 +134,25 @@ def nodes(episodes: Sequence[Trajectory], max_turns: int) -> list[Node]:
     return [tally.node(reached[tally.state]) for tally in found.values()]
 
 
-def choose(candidates: Sequence[Node], reach: int, weights: Weights) -> Node | None:
+def choose(
+    candidates: Sequence[Node], reach: int, weights: Weights, closing: bool = False
+) -> Node | None:
     """The node to branch from next, or ``None`` when none can be (see the module).
 
     Args:
         candidates: The task's nodes (see :func:`nodes`).
         reach: Acting calls of the agent's longest verified success (at least 1).
         weights: How nodes are weighed.
+        closing: The branch will ``finish`` at the node (the ``close`` strategy): only a node
+            after at least one acting call, where no ``finish`` was tried, will do, and the
+            deepest of those within reach first (where the agent went on instead of stopping).
     """
     open_nodes = [n for n in candidates if len(n.tried) < weights.max_tried]
+    if closing:
+        open_nodes = [n for n in open_nodes if n.acting and FINISH_KEY not in n.tried]
+        within = [n for n in open_nodes if n.acting <= reach + 1] or open_nodes
+        ranked = sorted(enumerate(within), key=lambda item: (-item[1].turn, item[0]))
+        return ranked[0][1] if ranked else None
     if not open_nodes:
         return None
 
