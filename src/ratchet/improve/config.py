@@ -62,9 +62,9 @@ class ImproveConfig:
         train_length_exponent: How ``rft``'s batches share out over episode lengths
             (numbers of actions): each length in proportion to its number of verified
             successes raised to this power, in ``[0, 1]``. 1 keeps each length's share of the
-            successes; 0.5 draws a rarer, longer length more often (in proportion to the
-            square root of its count), for a run whose few successes at a new level are
-            drowned by the level below.
+            successes; 0.5, the default, draws a rarer, longer length more often (in proportion
+            to the square root of its count), so a new level's few successes are not drowned by
+            the level below.
         weights: For a served model (openai:NAME), its Hugging Face weights: weight levers
             train adapters from them and register them on the server (dynamic LoRA).
         experience: A store whose verified training episodes join the experience: recorded
@@ -107,7 +107,7 @@ class ImproveConfig:
     reflector: str | None = None
     curve: bool = True
     train_steps: int = 30
-    train_length_exponent: float = 1.0
+    train_length_exponent: float = 0.5
     weights: str | None = None
     experience: str | None = None
     learning_rate: float | None = None

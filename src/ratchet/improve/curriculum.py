@@ -1,8 +1,8 @@
 """Choosing what to practise: the frontier of what the agent can do, one level at a time.
 
 Levels open in order: practice starts at ``start_difficulty`` and the next level opens once the
-incumbent *masters* the highest open one on the probe (its probe pass rate there reaches
-``open_next_at``), since transfer from easy to hard work within an env is strong and a level
+incumbent passes enough of the highest open one on the probe (its probe pass rate there reaches
+``open_next_at``, half), since transfer from easy to hard work within an env is strong and a level
 far beyond the agent yields no success to learn from. Within the open levels, work is sampled
 where the agent succeeds sometimes (see :mod:`ratchet.improve.frontier`): each level by
 ``4 p (1 - p)`` of its training success rate, and each fresh task by that of its family at its
@@ -38,14 +38,16 @@ class CurriculumConfig:
         start_difficulty: Highest level open before the probe says anything.
         max_difficulty: Never practise above this level (``None``: the env's maximum).
         open_next_at: The incumbent's probe pass rate at the highest open level that opens
-            the next one (mastery).
+            the next one. Half: exploration searches a level the agent cannot start, so it
+            need not master the one below first (at 0.7, grid's round-1 agent, at 0.46 of its
+            level-1 probe, kept practising level 1 alone).
         revisit_share: Share of each batch spent replaying training tasks already played.
         proposed_share: Share of each batch given to proposed tasks not solved yet.
     """
 
     start_difficulty: int = 1
     max_difficulty: int | None = None
-    open_next_at: float = 0.7
+    open_next_at: float = 0.5
     revisit_share: float = 0.25
     proposed_share: float = 0.25
 
