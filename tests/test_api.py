@@ -19,3 +19,14 @@ def test_importing_ratchet_does_not_load_heavy_dependencies():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert loaded.stdout.strip() == "[]"
+
+
+def test_the_command_line_starts_without_models_or_charts():
+    code = (
+        "import sys, ratchet.cli; heavy = {'torch', 'transformers', 'peft', 'matplotlib'}; "
+        "print(sorted(heavy & set(sys.modules)))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert loaded.stdout.strip() == "[]"

@@ -95,3 +95,36 @@ def test_json_round_trip_and_schema_check():
         from_dict(Task, to_dict(task) | {"schema": 99})
     with pytest.raises(RecordError, match="split: Input should be 'train', 'probe' or 'test'"):
         from_dict(Task, to_dict(task) | {"split": "dev"})
+
+
+def test_reused_candidates_give_the_same_tasks_as_fresh_draws():
+    from ratchet.core import task as task_module
+    from ratchet.envs.grid import env as grid
+
+    calls = []
+
+    def counted(rng, difficulty):
+        calls.append(difficulty)
+        return sample(rng, difficulty)
+
+    first = {s: generate_tasks("toy", counted, split=s, n=20, seed=5) for s in SPLITS}
+    sampled = len(calls)
+    again = {s: generate_tasks("toy", counted, split=s, n=20, seed=5) for s in SPLITS}
+    assert again == first
+    assert len(calls) == sampled  # the second draw sampled nothing anew
+    task_module._cached_candidate.cache_clear()
+    assert {s: generate_tasks("toy", counted, split=s, n=20, seed=5) for s in SPLITS} == first
+    drawn = {s: grid.tasks(s, 6, seed=2, difficulty=3) for s in SPLITS}
+    task_module._cached_candidate.cache_clear()
+    assert {s: grid.tasks(s, 6, seed=2, difficulty=3) for s in SPLITS} == drawn
+
+
+def test_an_unhashable_sampler_draws_without_the_cache():
+    class Sampler:
+        __hash__ = None
+
+        def __call__(self, rng, difficulty):
+            return sample(rng, difficulty)
+
+    tasks = generate_tasks("toy", Sampler(), split="test", n=5, seed=1)
+    assert tasks == generate_tasks("toy", sample, split="test", n=5, seed=1)

@@ -59,7 +59,7 @@ def check(
     seed: Annotated[int, typer.Option(help="Seed for drawing tasks.")] = 0,
     split_draws: Annotated[
         int, typer.Option(min=1, help="Tasks drawn per split and difficulty for the split check.")
-    ] = 2000,
+    ] = 50,
 ) -> None:
     """Check an env: schemas, determinism, oracle, null and forged policies, splits, red team."""
     report = check_env(load_env(env_ref), n=n, seed=seed, split_draws=split_draws)

@@ -43,7 +43,6 @@ from ratchet.engine.models import Model, ModelError
 from ratchet.engine.rollout import RolloutConfig, progress_bars, rollout
 from ratchet.engine.store import DB_NAME, Store, StoreError
 from ratchet.engine.tokens import load_tokenizer
-from ratchet.report.terminal import render_trajectory
 
 
 @dataclass(frozen=True)
@@ -283,6 +282,9 @@ def show(
             trajectory = store.trajectory(trajectory_id)
         except StoreError as exc:
             fail(str(exc))
+    # Imported here: the report package loads matplotlib, which every other command skips.
+    from ratchet.report.terminal import render_trajectory
+
     console.print(render_trajectory(trajectory, trajectory_id))
 
 

@@ -9,6 +9,7 @@ do not change the problem (a cosmetic choice, say) declares its own key.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -199,15 +200,40 @@ def _draw(
                 "this difficulty is too small for disjoint splits of that size"
             )
         task_seed = int(_digest(env, str(seed), str(level), str(attempts))[:12], 16)
-        task = make_task(
-            env,
-            sample(random.Random(task_seed), level),
-            difficulty=level,
-            seed=task_seed,
-            problem_key=problem_key,
-        )
+        task = _candidate(env, sample, task_seed, level, problem_key)
         if task.split != split or task.problem in seen:
             continue
         seen.add(task.problem)
         found += 1
         yield task
+
+
+CANDIDATES_KEPT = 16_384
+"""Drawn candidates :func:`generate_tasks` keeps for reuse (a few KB each)."""
+
+
+def _candidate(
+    env: str, sample: Sampler, task_seed: int, level: int, problem_key: ProblemKey
+) -> Task:
+    """The task one seed draws at one level.
+
+    The candidates of a draw depend on the seed and level, not on the split asked for, so the
+    draws of ``train``, ``probe`` and ``test`` (and repeated draws) meet the same candidates:
+    keeping them makes a draw cost about the candidates of its rarest split rather than of
+    every split (a grid candidate at a high level takes about 20 ms to sample).
+    """
+    try:
+        hash((sample, problem_key))
+    except TypeError:  # an unhashable sampler or key: draw without the cache
+        return _make_candidate(env, sample, task_seed, level, problem_key)
+    return _cached_candidate(env, sample, task_seed, level, problem_key)
+
+
+def _make_candidate(
+    env: str, sample: Sampler, task_seed: int, level: int, problem_key: ProblemKey
+) -> Task:
+    spec = sample(random.Random(task_seed), level)
+    return make_task(env, spec, difficulty=level, seed=task_seed, problem_key=problem_key)
+
+
+_cached_candidate = functools.lru_cache(maxsize=CANDIDATES_KEPT)(_make_candidate)

@@ -70,7 +70,7 @@ class CheckReport:
         return "\n".join(lines)
 
 
-def check_env(env: Env, n: int = 200, seed: int = 0, split_draws: int = 2000) -> CheckReport:
+def check_env(env: Env, n: int = 200, seed: int = 0, split_draws: int = 50) -> CheckReport:
     """Run the conformance checks on ``env``.
 
     Checks: ``n`` distinct test tasks can be drawn; tool schemas are valid; tasks and episodes
