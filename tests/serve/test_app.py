@@ -61,8 +61,9 @@ def make_server(tmp_path, agent=None, model=None, api_key=None, memory=True, bui
     store = Store(tmp_path / "store")
     served_memory = ServedMemory(agent, None, memory)
     recorder = Recorder(store, agent, served_memory.env, {"agent": "test"})
-    models = ServedModels("v3", model, build)
-    app = create_app(Server(agent, models, served_memory, recorder, ServeConfig(), api_key))
+    models = ServedModels("v3", model, build, lora_root=tmp_path)
+    keys = (api_key,) if api_key else ()
+    app = create_app(Server(agent, models, served_memory, recorder, ServeConfig(), keys))
     return TestClient(app), model, store
 
 
@@ -182,10 +183,9 @@ def test_bad_requests_get_clear_openai_style_errors(tmp_path):
     with pytest.raises(openai.NotFoundError, match="the model 'gpt-9' does not exist here"):
         client.chat.completions.create(model="gpt-9", messages=[{"role": "user", "content": "x"}])
     cases = [
-        ({"messages": [{"role": "user", "content": "x"}], "stream": True}, "streaming"),
-        ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
-        ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n=1"),
-        ({"messages": [{"role": "user", "content": "x"}], "tools": [{"x": 1}]}, "tools[0]"),
+        ({"messages": [{"role": "robot", "content": "x"}]}, "messages.0.role"),
+        ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n is not supported"),
+        ({"messages": [{"role": "user", "content": "x"}], "tools": [{"x": 1}]}, "tools.0"),
         (
             {
                 "messages": [{"role": "user", "content": "x"}],
