@@ -54,6 +54,7 @@ def test_rft_through_ratchet_serve_accepts_an_adapter_that_the_server_then_serve
     url = f"http://127.0.0.1:{port}/v1"
     serve = [ratchet(), "serve", str(tmp_path / "served"), "--name", "smol", "--no-memory"]
     serve += ["--threads", "1", "--port", str(port), "--store", str(tmp_path / "traffic")]
+    serve += ["--lora-root", str(tmp_path)]  # the run directory registers its adapters here
     with (tmp_path / "serve.log").open("w") as log:
         server = subprocess.Popen(serve, stdout=log, stderr=subprocess.STDOUT)
     try:

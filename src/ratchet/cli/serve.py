@@ -43,7 +43,7 @@ def serve(
 ) -> None:
     """Serve an agent as an OpenAI-compatible model; record every conversation.
 
-    Routes: /v1/models[/ID], /v1/chat/completions (tools, streaming, response_format,
+    Routes: /v1/models and /v1/models/ID, /v1/chat/completions (tools, streaming, response_format,
     logprobs), /v1/feedback (a verdict on a recorded conversation), /v1/load_lora_adapter and
     /v1/unload_lora_adapter (as vLLM, with --lora-root), /metrics, and /health (no key).
     """

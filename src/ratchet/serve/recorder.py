@@ -319,7 +319,7 @@ def _steps(
     given: Sequence[bool],
     turn: Turn,
 ) -> tuple[Step, ...]:
-    """One step per assistant message; the newest carries the completion's counts and tokens.
+    """One step per assistant message; the newest carries the completion's text, counts and tokens.
 
     Args:
         messages: The conversation as the agent has it, the reply last.
@@ -336,6 +336,7 @@ def _steps(
             completion = turn.completion
             step = replace(
                 step,
+                output=completion.text,
                 prompt_tokens=completion.prompt_tokens,
                 completion_tokens=completion.completion_tokens,
                 latency_s=completion.latency_s,
@@ -346,6 +347,7 @@ def _steps(
         elif (before := earlier[number]) is not None:
             step = replace(
                 step,
+                output=before.output,
                 prompt_tokens=before.prompt_tokens,
                 completion_tokens=before.completion_tokens,
                 latency_s=before.latency_s,

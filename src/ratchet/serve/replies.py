@@ -26,7 +26,7 @@ from ratchet.core.tool import ToolCall
 from ratchet.engine.models.base import Completion
 
 FinishReason = Literal["stop", "length", "tool_calls"]
-ARGUMENT_PIECE = 16
+ARGUMENT_PIECE = 8
 """Characters of a tool call's arguments per streamed delta."""
 
 
