@@ -1,6 +1,14 @@
 """Shared pieces of the ``ratchet serve`` tests: a server over a fake model, and its clients."""
 
 import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
 
 from ratchet.core.agent import Agent
 from ratchet.engine.models.fake import FakeModel
@@ -74,3 +82,25 @@ def client_for(http, key="unused"):
     import openai
 
     return openai.OpenAI(base_url="http://testserver/v1", api_key=key, http_client=http)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def ratchet() -> str:
+    return shutil.which("ratchet") or str(Path(sys.executable).parent / "ratchet")
+
+
+def wait_for(url: str, server: subprocess.Popen, seconds: float = 300) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert server.poll() is None, "ratchet serve exited"
+        try:
+            if httpx.get(url, timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(1)
+    raise AssertionError(f"{url} did not answer in {seconds} s")
