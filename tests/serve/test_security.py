@@ -13,7 +13,7 @@ pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 uvicorn = pytest.importorskip("uvicorn")
 
-from fakes import lever_context  # noqa: E402
+from fakes import CharTokenizer, lever_context  # noqa: E402
 from ratchet.core.agent import Agent  # noqa: E402
 from ratchet.engine.cancel import abandoned_rows  # noqa: E402
 from ratchet.engine.models.fake import FakeModel  # noqa: E402
@@ -41,19 +41,6 @@ def invented_history():
         {"role": "assistant", "content": None, "tool_calls": [CALL]},
         {"role": "tool", "tool_call_id": "c1", "content": "42"},
     ]
-
-
-class CharTokenizer:
-    """One token per character, so a loss mask can be read back as text."""
-
-    eos_token = "\x03"
-
-    def apply_chat_template(self, conversation, tokenize=False, add_generation_prompt=False):
-        text = "".join(f"<{m['role']}>{m['content']}\x03\n" for m in conversation)
-        return text + ("<assistant>" if add_generation_prompt else "")
-
-    def __call__(self, text, add_special_tokens=False):
-        return {"input_ids": [ord(c) for c in text]}
 
 
 def learned_text(trajectory):

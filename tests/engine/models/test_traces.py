@@ -1,5 +1,6 @@
 """Training examples from recorded token ids (token-faithful traffic)."""
 
+from fakes import CharTokenizer
 from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Observation, Step, TokenTrace, Trajectory
@@ -43,18 +44,6 @@ def test_given_and_failed_turns_are_context_and_untraced_episodes_fall_back_to_t
     assert not learnable(failed) and learnable(failed, failed=True)
     assert traced_examples(episode(step([1], [2], model="local:other")), "local", 100) is None
     assert traced_examples(episode(Step(ToolCall("add", {}), Observation(""))), "local", 9) is None
-
-
-class CharTokenizer:
-    eos_token = "\x03"
-    pad_token_id = 0
-
-    def apply_chat_template(self, conversation, tokenize=False, add_generation_prompt=False):
-        text = "".join(f"<{m['role']}>{m['content']}\x03\n" for m in conversation)
-        return text + ("<assistant>" if add_generation_prompt else "")
-
-    def __call__(self, text, add_special_tokens=False):
-        return {"input_ids": [ord(c) for c in text]}
 
 
 def test_sft_trains_on_recorded_ids_where_present_and_on_text_elsewhere(monkeypatch, tmp_path):

@@ -14,6 +14,9 @@ from typing import Any
 import torch
 import transformers
 
+import ratchet.engine.models.metadata as keys
+from ratchet.engine.cancel import abandoned_rows
+
 
 def nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     """``probs`` with every token outside its row's nucleus set to 0.
@@ -126,3 +129,47 @@ class AbandonedRows(transformers.StoppingCriteria):
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: Any) -> Any:
         """One flag per row: ``True`` stops it."""
         return torch.tensor(self._abandoned(), dtype=torch.bool, device=input_ids.device)
+
+
+def stopping_criteria(positions: list[int]) -> transformers.StoppingCriteriaList:
+    """Stop the rows at ``positions`` of the ``complete()`` call whose asker has gone.
+
+    Empty when nobody watches (see :mod:`ratchet.engine.cancel`).
+    """
+    abandoned = abandoned_rows(positions)
+    return transformers.StoppingCriteriaList(
+        [] if abandoned is None else [AbandonedRows(abandoned)]
+    )
+
+
+def turn_record(
+    recorder: TokenLogprobs,
+    row: int,
+    prompt: list[int],
+    completion: list[int],
+    grammar: str | None,
+    eos_id: int,
+    decode: Callable[[list[list[int]]], list[str]],
+) -> dict[str, Any]:
+    """One row's turn token for token, as completion metadata (see :mod:`.metadata`).
+
+    Args:
+        recorder: The batch's log-probabilities.
+        row: The row.
+        prompt: Its prompt's token ids.
+        completion: Its generated token ids (the end-of-turn token included if it stopped).
+        grammar: The grammar it was decoded under.
+        eos_id: The end-of-turn token, left out of the OpenAI-shaped tokens.
+        decode: Decodes single-token lists to text (the tokenizer's ``batch_decode``).
+    """
+    logprobs = recorder.logprobs(row, len(completion))
+    shown = len(completion) - (completion[-1:] == [eos_id])
+    return {
+        keys.PROMPT_IDS: prompt,
+        keys.COMPLETION_IDS: completion,
+        keys.TOKEN_LOGPROBS: logprobs,
+        keys.GRAMMAR: grammar,
+        keys.LOGPROBS: openai_logprobs(
+            completion[:shown], logprobs[:shown], recorder.alternatives(row, shown), decode
+        ),
+    }

@@ -28,7 +28,6 @@ import transformers
 
 import ratchet.engine.models.kvcache as kvcache
 import ratchet.engine.models.metadata as keys
-from ratchet.engine.cancel import abandoned_rows
 from ratchet.engine.models.base import (
     Completion,
     Prompt,
@@ -37,7 +36,12 @@ from ratchet.engine.models.base import (
     row_seeds,
 )
 from ratchet.engine.models.constrain import ToolCallConstraint, reply_grammar, tool_call_grammar
-from ratchet.engine.models.decoding import AbandonedRows, TokenLogprobs, nucleus, openai_logprobs
+from ratchet.engine.models.decoding import (
+    TokenLogprobs,
+    nucleus,
+    stopping_criteria,
+    turn_record,
+)
 from ratchet.engine.models.render import render_prompt
 from ratchet.engine.models.weights import load
 
@@ -258,7 +262,7 @@ class LocalModel:
                 cache=batch.cache if batch is not None else None,
                 max_new_tokens=sampling.max_tokens,
                 logits_processor=transformers.LogitsProcessorList(processors),
-                stopping_criteria=_stopping(positions),
+                stopping_criteria=stopping_criteria(positions),
                 pad_token_id=self.tokenizer.pad_token_id,
                 eos_token_id=self._eos_id,
                 do_sample=False,  # RowSampler has drawn: the one token it left is the best
@@ -283,7 +287,15 @@ class LocalModel:
                         "finish_reason": "length" if stop is None else "stop",
                         "constrained": grammar is not None,
                         "cached_tokens": batch.cached[row] if batch is not None else 0,
-                        **self._trace(recorder, row, rows[row], tokens[:kept], grammar),
+                        **turn_record(
+                            recorder,
+                            row,
+                            rows[row],
+                            tokens[:kept],
+                            grammar,
+                            self._eos_id,
+                            self.tokenizer.batch_decode,
+                        ),
                     },
                 )
             )
@@ -319,30 +331,6 @@ class LocalModel:
             self._grammars[key] = build()
         return self._grammars[key]
 
-    def _trace(
-        self,
-        recorder: TokenLogprobs,
-        row: int,
-        prompt: list[int],
-        completion: list[int],
-        grammar: str | None,
-    ) -> dict[str, Any]:
-        """The turn token for token (see :mod:`.metadata`)."""
-        logprobs = recorder.logprobs(row, len(completion))
-        shown = len(completion) - (completion[-1:] == [self._eos_id])
-        return {
-            keys.PROMPT_IDS: prompt,
-            keys.COMPLETION_IDS: completion,
-            keys.TOKEN_LOGPROBS: logprobs,
-            keys.GRAMMAR: grammar,
-            keys.LOGPROBS: openai_logprobs(
-                completion[:shown],
-                logprobs[:shown],
-                recorder.alternatives(row, shown),
-                self.tokenizer.batch_decode,
-            ),
-        }
-
     def count_text(self, text: str) -> int:
         """Return how many tokens ``text`` takes in this model's tokenizer."""
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -355,14 +343,6 @@ class LocalModel:
             )
             self._executor = llguidance.LLExecutor()
         return self._ll_tokenizer, self._executor
-
-
-def _stopping(positions: list[int]) -> transformers.StoppingCriteriaList:
-    """Stop the rows whose asker has gone, if anyone watches (see :mod:`ratchet.engine.cancel`)."""
-    abandoned = abandoned_rows(positions)
-    return transformers.StoppingCriteriaList(
-        [] if abandoned is None else [AbandonedRows(abandoned)]
-    )
 
 
 def _malloc_trim() -> Any:
