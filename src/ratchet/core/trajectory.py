@@ -114,6 +114,16 @@ class Step:
         return self.observation.error is not None
 
 
+def generated_turns(trajectory: Trajectory) -> list[bool]:
+    """Per assistant message, in order, whether the agent's model wrote it (not :attr:`Step.given`).
+
+    The k-th assistant message is the k-th step's turn.
+    """
+    count = sum(message.get("role") == "assistant" for message in trajectory.messages)
+    steps = trajectory.steps
+    return [not (turn < len(steps) and steps[turn].given) for turn in range(count)]
+
+
 def tool_steps(steps: Sequence[Step]) -> list[Step]:
     """``steps`` with each skill call replaced by the env tool calls it made.
 
