@@ -72,3 +72,15 @@ def test_sft_trains_on_recorded_ids_where_present_and_on_text_elsewhere(monkeypa
     trained.clear()
     training.LocalTrainer("elsewhere").sft([traced], tmp_path, LoraSettings(steps=1))
     assert trained == []  # another model's ids, and no text to fall back on
+
+
+def test_demonstrations_put_before_the_task_send_training_to_the_text():
+    from dataclasses import replace
+
+    from ratchet.core.trajectory import generated_turns
+
+    traced = episode(step([1, 2], [3, 4]))
+    demo = {"role": "assistant", "content": "x", "demonstration": True}
+    shown = replace(traced, messages=(demo, {"role": "assistant", "content": "y"}))
+    assert traced_examples(shown, "local", 100) is None
+    assert generated_turns(shown) == [False, True]

@@ -35,6 +35,7 @@ from ratchet.engine.models.base import (
     offered_tools,
     row_seeds,
 )
+from ratchet.engine.models.bounds import CAPS, fitted_cap
 from ratchet.engine.models.constrain import ToolCallConstraint, reply_grammar, tool_call_grammar
 from ratchet.engine.models.decoding import (
     TokenLogprobs,
@@ -44,6 +45,9 @@ from ratchet.engine.models.decoding import (
 )
 from ratchet.engine.models.render import render_prompt
 from ratchet.engine.models.weights import load
+
+GRAMMAR_CACHE = 256
+"""Grammars a :class:`LocalModel` keeps compiled (see :meth:`LocalModel._grammar`)."""
 
 
 def default_threads() -> int:
@@ -137,6 +141,7 @@ class LocalModel:
                 self.model, int(self.tokenizer.pad_token_id), kv_cache_mb
             )
         self._grammars: dict[tuple[str, int | None], str] = {}
+        self._caps: dict[str, int] = {}
         self._ll_tokenizer: llguidance.LLTokenizer | None = None
         self._executor: llguidance.LLExecutor | None = None
 
@@ -174,30 +179,29 @@ class LocalModel:
         errors: dict[int, str] = {}
         ready: list[int] = []
         rows: list[list[int]] = []
+        caps: list[int] = []
         grammars: list[str | None] = []
         draws: list[tuple[float, int | None]] = []
         seeds = row_seeds(prompts, sampling)
         for index, (prompt, seed) in enumerate(zip(prompts, seeds, strict=True)):
             try:
-                grammar = self._grammar(
-                    offered_tools(prompt),
-                    sampling.max_tokens,
-                    prompt.copy_spans is None,
-                    sampling.reply_schema,
-                )
-                row = self._tokens(prompt, sampling.max_tokens)
+                tools = offered_tools(prompt)
+                cap = self._cap(tools, sampling.max_tokens)
+                grammar = self._grammar(tools, cap, sampling.reply_schema)
+                row = self._tokens(prompt, cap)
             except (ValueError, TypeError, KeyError) as exc:
                 errors[index] = f"cannot prompt the model: {exc}"
                 continue
             ready.append(index)
             rows.append(row)
+            caps.append(cap)
             grammars.append(grammar)
             own = prompt.temperature
             draws.append((sampling.temperature if own is None else max(0.0, own), seed))
         generated: dict[int, Completion] = {}
         batches = token_batches(
             [len(row) for row in rows],
-            sampling.max_tokens,
+            max(caps, default=sampling.max_tokens),
             self.max_batch_size,
             self.max_batch_tokens,
         )
@@ -206,6 +210,7 @@ class LocalModel:
                 [rows[i] for i in batch],
                 [grammars[i] for i in batch],
                 [draws[i] for i in batch],
+                max(caps[i] for i in batch),
                 sampling,
                 [ready[i] for i in batch],
             )
@@ -232,6 +237,7 @@ class LocalModel:
         rows: list[list[int]],
         grammars: list[str | None],
         draws: list[tuple[float, int | None]],
+        max_tokens: int,
         sampling: Sampling,
         positions: list[int],
     ) -> list[Completion]:
@@ -260,7 +266,7 @@ class LocalModel:
             output = self.model.generate(
                 **inputs,
                 cache=batch.cache if batch is not None else None,
-                max_new_tokens=sampling.max_tokens,
+                max_new_tokens=max_tokens,
                 logits_processor=transformers.LogitsProcessorList(processors),
                 stopping_criteria=stopping_criteria(positions),
                 pad_token_id=self.tokenizer.pad_token_id,
@@ -301,35 +307,49 @@ class LocalModel:
             )
         return completions
 
+    def _cap(self, tools: Sequence[dict[str, Any]], max_tokens: int) -> int:
+        """The reply's token cap: the smallest that fits every offered tool's call.
+
+        At most ``max_tokens`` (see :func:`.bounds.fitted_cap`); ``max_tokens`` itself for free
+        decoding.
+        """
+        if not (self.constrained and self.bounded and tools):
+            return max_tokens
+        key = json.dumps(tools, sort_keys=True)
+        if key not in self._caps:
+            if len(self._caps) >= GRAMMAR_CACHE:
+                del self._caps[next(iter(self._caps))]
+            self._caps[key] = fitted_cap(tools, self.count_text, CAPS[-1])
+        return min(self._caps[key], max_tokens)
+
     def _grammar(
         self,
         tools: Sequence[dict[str, Any]],
         max_tokens: int,
-        cached: bool = True,
         reply_schema: dict[str, Any] | None = None,
     ) -> str | None:
         """Return the grammar for ``tools`` (else ``reply_schema``), or ``None`` when free.
 
-        Grammars are cached unless ``cached`` is false (tools restricted to one conversation's
-        spans, which no other prompt shares).
+        The newest :data:`GRAMMAR_CACHE` grammars are kept: most prompts offer the same tools,
+        while a reply restricted to one conversation's values (an exploring episode's) needs its
+        own.
         """
         schema_only = not tools and reply_schema is not None
         if not (self.constrained and tools) and not schema_only:
             return None
         cap = max_tokens if self.bounded else None
-
-        def build() -> str:
-            if tools:
-                return tool_call_grammar(tools, cap, self.count_text)
-            assert reply_schema is not None
-            return reply_grammar(reply_schema, cap, self.count_text)
-
-        if not cached:
-            return build()
         key = (json.dumps([tools, reply_schema], sort_keys=True), cap)
-        if key not in self._grammars:
-            self._grammars[key] = build()
-        return self._grammars[key]
+        grammar = self._grammars.pop(key, None)
+        if grammar is None:
+            grammar = (
+                tool_call_grammar(tools, cap, self.count_text)
+                if tools
+                else reply_grammar(reply_schema or {}, cap, self.count_text)
+            )
+        self._grammars[key] = grammar  # re-inserted: the newest last
+        while len(self._grammars) > GRAMMAR_CACHE:
+            del self._grammars[next(iter(self._grammars))]
+        return grammar
 
     def count_text(self, text: str) -> int:
         """Return how many tokens ``text`` takes in this model's tokenizer."""

@@ -64,7 +64,8 @@ def to_example(
     rendered = ""
     assistant_turn = 0
     for index, message in enumerate(messages):
-        if message["role"] != "assistant":
+        # A demonstration shown before the task is context, never a target of this episode.
+        if message["role"] != "assistant" or message.get("demonstration"):
             continue
         step = trajectory.steps[assistant_turn] if assistant_turn < len(trajectory.steps) else None
         assistant_turn += 1
@@ -104,9 +105,12 @@ def traced_examples(trajectory: Trajectory, model: str, max_tokens: int) -> list
         max_tokens: Longest sequence kept.
 
     Returns:
-        ``None`` when some learnable turn has no trace of ``model`` (tokenise the text
-        instead), else the sequences (possibly none).
+        ``None`` when some learnable turn has no trace of ``model``, or demonstrations were
+        put before the task for training (the recorded prompts lack them): tokenise the text
+        instead. Else the sequences (possibly none).
     """
+    if any(message.get("demonstration") for message in trajectory.messages):
+        return None
     turns = [step for step in trajectory.steps if learnable(step)]
     if not turns or any(s.tokens is None or s.tokens.model != model for s in turns):
         return None
