@@ -26,8 +26,12 @@ def test_calc_passes_every_check():
 
 def test_a_verifier_that_trusts_claims_is_caught():
     gullible = replace(calc, verify=lambda task, world, answer: Verdict.of(bool(answer)))
-    caught = failing(check_env(gullible, n=10, split_draws=50))
+    report = check_env(gullible, n=10, split_draws=50)
+    caught = failing(report)
     assert "forged claim scores below the oracle" in caught
+    lines = report.text().splitlines()
+    assert any(line.startswith("FAIL  forged claim scores below the oracle: ") for line in lines)
+    assert lines[-1] == f"calc fails {len(caught)} of {len(report.results)} checks"
     assert "red-team: prompt injection" in caught
     assert not caught & {"oracle scores 1", "determinism", "splits disjoint by problem"}
 

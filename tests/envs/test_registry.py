@@ -1,3 +1,4 @@
+import json
 import sys
 from importlib.metadata import EntryPoint
 from pathlib import Path
@@ -83,3 +84,14 @@ def test_an_env_without_the_optional_members_is_accepted_everywhere(clean_regist
     env = make_env("protocol-only")
     assert env is PROTOCOL_ONLY
     assert check_env(env, n=10, split_draws=50).passed
+
+
+def test_load_object_reads_modules_and_files():
+    from ratchet.envs.registry import load_object
+
+    assert load_object("json:dumps") is json.dumps
+    assert load_object(f"{EXAMPLES / 'kv_env.py'}:env").name == "example/kv"
+    with pytest.raises(EnvLoadError, match="names no object"):
+        load_object("json")
+    with pytest.raises(EnvLoadError, match="AttributeError"):
+        load_object("json:no_such_thing")

@@ -21,7 +21,7 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "traffic_agent.py"
 # No practice of its own: the candidate learns from the traffic alone.
 IMPROVE = [
     "--levers", "rft", "--rounds", "1", "--train-tasks", "0",
-    "--probe-tasks", "16", "--test-tasks", "8", "--train-steps", "30", "--quiet",
+    "--probe-tasks", "16", "--test-tasks", "8", "--train-steps", "15", "--quiet",
 ]  # fmt: skip
 QUIET = {**os.environ, "OMP_NUM_THREADS": "1"}
 

@@ -216,7 +216,7 @@ def mcp_env(
     """
     if reuse and setup is None:
         raise ValueError("reuse=True needs a setup(task, client) that resets the server's world")
-    connections = _Connections(server, timeout_s, reuse)
+    connections = Connections(server, timeout_s, reuse)
 
     def build(task: Task) -> MCPClient:
         client = connections.take()
@@ -241,8 +241,15 @@ def mcp_env(
     )
 
 
-class _Connections:
-    """Connections to one server: a fresh one per episode, or reused ones kept idle."""
+class Connections:
+    """Connections to one server: a fresh one per world, or reused ones kept idle.
+
+    Args:
+        server: The MCP server.
+        timeout_s: Longest wait for connecting and for each tool call.
+        reuse: Keep connections given back (and their server processes) for later worlds,
+            closing the idle ones at exit; otherwise each is closed when given back.
+    """
 
     def __init__(self, server: Server, timeout_s: float, reuse: bool) -> None:
         self.server, self.timeout_s, self.reuse = server, timeout_s, reuse
@@ -252,12 +259,18 @@ class _Connections:
             atexit.register(self.close_idle)
 
     def take(self) -> MCPClient:
+        """An idle connection, or a new one.
+
+        Raises:
+            ConnectionError: If a new connection cannot be made.
+        """
         with self._lock:
             if self._idle:
                 return self._idle.pop()
         return MCPClient(self.server, self.timeout_s)
 
     def give_back(self, client: MCPClient) -> None:
+        """Keep ``client`` for later (with ``reuse``) or close it."""
         if not self.reuse:
             client.close()
             return
@@ -265,6 +278,7 @@ class _Connections:
             self._idle.append(client)
 
     def close_idle(self) -> None:
+        """Close every idle connection."""
         with self._lock:
             idle, self._idle = self._idle, []
         for client in idle:

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from ratchet.cli import envs, episodes, improve, report, serve
+from ratchet.cli import envs, episodes, forge, improve, report, serve
 from ratchet.cli.options import console, friendly
 
 app = typer.Typer(
@@ -47,5 +47,6 @@ app.command()(friendly(episodes.run))
 app.command()(friendly(episodes.show))
 app.command()(friendly(episodes.export))
 app.command()(friendly(improve.improve))
+app.command()(friendly(forge.forge))
 app.command()(friendly(report.report))
 app.command()(friendly(serve.serve))

@@ -61,6 +61,14 @@ class CheckReport:
         """Whether every check held."""
         return all(r.passed for r in self.results)
 
+    def text(self) -> str:
+        """The report as plain text: one line per check, then the outcome."""
+        lines = [f"{'pass' if r.passed else 'FAIL'}  {r.name}: {r.detail}" for r in self.results]
+        failed = sum(not r.passed for r in self.results)
+        outcome = f"{self.env} fails {failed} of {len(self.results)} checks"
+        lines.append(f"{self.env} passes all {len(self.results)} checks" if not failed else outcome)
+        return "\n".join(lines)
+
 
 def check_env(env: Env, n: int = 200, seed: int = 0, split_draws: int = 2000) -> CheckReport:
     """Run the conformance checks on ``env``.

@@ -102,6 +102,31 @@ def load_env_reference(reference: str) -> Env:
     return _loaded[reference]
 
 
+def load_object(reference: str) -> object:
+    """Return the object ``package.module:attr`` or ``path/to/file.py:attr`` names.
+
+    A file is imported afresh on every call.
+
+    Raises:
+        EnvLoadError: If the reference is malformed, or its module fails to import or lacks
+            the attribute.
+    """
+    module, sep, attr = reference.rpartition(":")
+    if not sep or not module or not attr.isidentifier():
+        raise EnvLoadError(
+            f"{reference!r} names no object; use package.module:attr or path/to/file.py:attr"
+        )
+    try:
+        loaded = (
+            _load_file(Path(module)) if module.endswith(".py") else importlib.import_module(module)
+        )
+        return getattr(loaded, attr)
+    except EnvLoadError:
+        raise
+    except Exception as exc:
+        raise EnvLoadError(f"{reference} failed to load: {type(exc).__name__}: {exc}") from exc
+
+
 def _load_file(path: Path) -> object:
     """Import the Python file at ``path`` as a module."""
     if not path.is_file():

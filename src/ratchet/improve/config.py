@@ -92,7 +92,7 @@ class ImproveConfig:
     env: str
     model: str = "local"
     levers: tuple[str, ...] = ("exemplars", "rft")
-    rounds: int = 2
+    rounds: int = 3
     train_tasks: int = 32
     train_k: int = 2
     probe_tasks: int = 24

@@ -53,12 +53,15 @@ from ratchet.sandbox.keeper import (
     workspace_prefix,
 )
 from ratchet.sandbox.launcher import STATUS_FD_ENV, landlock_abi
+from ratchet.sandbox.process import SandboxProcess, SandboxProcessError, kill_group
 from ratchet.sandbox.readable import readable_dirs
 
 __all__ = [
     "Limits",
     "Quota",
     "Sandbox",
+    "SandboxProcess",
+    "SandboxProcessError",
     "SandboxResult",
     "SandboxUnavailable",
     "landlock_abi",
@@ -255,25 +258,10 @@ class Sandbox:
         Raises:
             ValueError: If ``argv`` is empty.
         """
-        if not argv:
-            raise ValueError("sandbox: argv must name a command")
         limits = limits or self.limits
-        program = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=_SAFE_PATH)
-        if program is None:
+        config = self._config(argv, limits)
+        if config is None:
             return SandboxResult(127, "", f"command not found: {argv[0]}\n")
-        config = {
-            "argv": [program, *argv[1:]],
-            "cwd": str(self.directory),
-            "env": _scrubbed_env(self.directory),
-            "limits": asdict(limits),
-            "readable_dirs": readable_dirs(),
-            "readable_files": [p for p in _SYSTEM_FILES if os.path.exists(p)],
-            "writable_files": [p for p in _WRITABLE_DEVICES if os.path.exists(p)],
-            "writable_dirs": [str(self.directory)],
-            "sandbox_uid": _SANDBOX_UID,
-            "host_pid": os.getpid(),
-            "keeper": self._keeper.namespaces if self._keeper else None,
-        }
         result = _launch(config, stdin, limits)
         return replace(
             result,
@@ -291,6 +279,50 @@ class Sandbox:
         """Run Python source in the workspace with the base interpreter (isolated mode)."""
         return self.run([python_executable(), "-I", "-S", "-B", "-c", code], stdin=stdin,
                         limits=limits)  # fmt: skip
+
+    def start(
+        self, argv: Sequence[str], *, limits: Limits | None = None, reply_bytes: int = 1 << 20
+    ) -> SandboxProcess:
+        """Start ``argv`` inside the sandbox as a long-lived process that answers line by line.
+
+        The process lives until :meth:`SandboxProcess.close`, an exit, or a limit: ``limits``
+        hold for its whole life (``timeout_s`` is its lifetime). See
+        :mod:`ratchet.sandbox.process`.
+
+        Args:
+            argv: The command and its arguments; the command is looked up on a fixed PATH.
+            limits: Overrides :attr:`limits` for this process.
+            reply_bytes: The longest reply line accepted.
+
+        Raises:
+            ValueError: If ``argv`` is empty or its command is not found.
+        """
+        config = self._config(argv, limits or self.limits)
+        if config is None:
+            raise ValueError(f"sandbox: command not found: {argv[0]}")
+        process, status_fd = _spawn(config)
+        return SandboxProcess(process, status_fd, reply_bytes)
+
+    def _config(self, argv: Sequence[str], limits: Limits) -> dict[str, Any] | None:
+        """The launcher's configuration for ``argv``; ``None`` if the command is not found."""
+        if not argv:
+            raise ValueError("sandbox: argv must name a command")
+        program = argv[0] if "/" in argv[0] else shutil.which(argv[0], path=_SAFE_PATH)
+        if program is None:
+            return None
+        return {
+            "argv": [program, *argv[1:]],
+            "cwd": str(self.directory),
+            "env": _scrubbed_env(self.directory),
+            "limits": asdict(limits),
+            "readable_dirs": readable_dirs(),
+            "readable_files": [p for p in _SYSTEM_FILES if os.path.exists(p)],
+            "writable_files": [p for p in _WRITABLE_DEVICES if os.path.exists(p)],
+            "writable_dirs": [str(self.directory)],
+            "sandbox_uid": _SANDBOX_UID,
+            "host_pid": os.getpid(),
+            "keeper": self._keeper.namespaces if self._keeper else None,
+        }
 
 
 def python_executable() -> str:
@@ -326,28 +358,33 @@ def _hide_root(text: str, root: Path) -> str:
     return text.replace(f"{root}/", "./").replace(str(root), ".")
 
 
-def _launch(config: dict[str, Any], stdin: bytes, limits: Limits) -> SandboxResult:
+def _spawn(config: dict[str, Any]) -> tuple[subprocess.Popen[bytes], int]:
+    """Start the launcher for ``config``; returns it and the read end of its status pipe."""
     status_read, status_write = os.pipe()
-    start = time.monotonic()
-    env = {STATUS_FD_ENV: str(status_write)}
     process = subprocess.Popen(
         [python_executable(), "-I", "-S", "-B", _LAUNCHER, json.dumps(config)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=env,
+        env={STATUS_FD_ENV: str(status_write)},
         pass_fds=(status_write,),
         start_new_session=True,
         cwd=config["cwd"],
     )
     os.close(status_write)
+    return process, status_read
+
+
+def _launch(config: dict[str, Any], stdin: bytes, limits: Limits) -> SandboxResult:
+    start = time.monotonic()
+    process, status_read = _spawn(config)
     try:
         out, err, truncated, host_kill = _collect(process, stdin, limits)
         process.wait()
         with os.fdopen(status_read, "rb") as status_file:
             status = json.loads(status_file.read() or b"{}")
     finally:
-        _kill_group(process)
+        kill_group(process)
     duration_s = time.monotonic() - start
     if "error" in status:
         raise SandboxUnavailable(f"sandbox launcher failed: {status['error']}")
@@ -384,7 +421,7 @@ def _collect(
         while selector.get_map():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                _kill_group(process)
+                kill_group(process)
                 out, err = (bytes(buffers[s.fileno()]) for s in (process.stdout, process.stderr))
                 return out, err, truncated, "timeout"
             for key, _ in selector.select(remaining):
@@ -397,7 +434,7 @@ def _collect(
                 buffer.extend(chunk[: max(room, 0)])
                 if len(chunk) > room:
                     truncated = True
-                    _kill_group(process)
+                    kill_group(process)
                     out, err = (
                         bytes(buffers[s.fileno()]) for s in (process.stdout, process.stderr)
                     )
@@ -406,15 +443,9 @@ def _collect(
     try:
         process.wait(max(deadline - time.monotonic(), 0.01))
     except subprocess.TimeoutExpired:
-        _kill_group(process)
+        kill_group(process)
         return out, err, truncated, "timeout"
     return out, err, truncated, None
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
 
 
 def _signal_reason(number: int | None) -> str | None:

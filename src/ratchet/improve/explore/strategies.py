@@ -12,8 +12,8 @@ small model fails to find a longer plan by itself:
   and a value already passed is not passed again (spent), for an agent that, made to go on,
   repeats its first call instead of acting on what it returned.
 - ``drawn``: the branching action is a call of a tool drawn among those not yet tried there,
-  every second draw among the tools the task names by their verb, for an agent that always
-  makes the same call at a state.
+  every second draw among the tools the task names by their verb, its arguments copied, for an
+  agent that always makes the same call at a state.
 - ``extend``: ``finish`` is withheld until the branch has made one more acting call than its
   branching one, for plans one step longer than any the agent has finished.
 
@@ -71,7 +71,7 @@ STRATEGIES: tuple[Strategy, ...] = (
     POLICY,
     Strategy("copy", copy_arguments=True, skip_repeats=True),
     Strategy("chain", copy_arguments=True, chain=True, skip_repeats=True),
-    Strategy("drawn", drawn_tool=True, skip_repeats=True),
+    Strategy("drawn", copy_arguments=True, skip_repeats=True, drawn_tool=True),
     Strategy("extend", skip_repeats=True, extend=2),
 )
 """The built-in strategies, ``policy`` first."""
