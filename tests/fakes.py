@@ -154,3 +154,23 @@ def describe_task(env, trajectory):
     return make_task(
         env.name, spec, difficulty=spec.difficulty or 1, problem_key=problem_key_of(env)
     )
+
+
+class CharTokenizer:
+    """A chat tokenizer with one token per character, so rendering and loss masks read back as
+    text (``vocab``: ids folded into ``1..vocab-1`` for a tiny model; ``None``: ``ord``)."""
+
+    eos_token = "\x03"
+    pad_token_id = 0
+
+    def __init__(self, vocab: int | None = None) -> None:
+        self.vocab = vocab
+
+    def apply_chat_template(self, conversation, tokenize=False, add_generation_prompt=False):
+        text = "".join(f"<{m['role']}>{m['content']}\x03\n" for m in conversation)
+        return text + ("<assistant>" if add_generation_prompt else "")
+
+    def __call__(self, text, add_special_tokens=False):
+        if self.vocab is None:
+            return {"input_ids": [ord(c) for c in text]}
+        return {"input_ids": [1 + ord(c) % (self.vocab - 1) for c in text]}

@@ -155,3 +155,17 @@ def test_dataset_rejects_messages_it_cannot_store(trajectories, message, problem
 def test_datasets_is_imported_lazily():
     code = "import sys, ratchet.engine.export; assert 'datasets' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_turns_a_client_wrote_are_never_marked_for_training(trajectories):
+    solved = trajectories[0]
+    steps = (replace(solved.steps[0], given=True), *solved.steps[1:])
+    served = replace(solved, steps=steps)
+    record = chat_record(served)
+    assistant = [m for m in record["messages"] if m["role"] == "assistant"]
+    assert assistant[0]["weight"] == 0 and all("weight" not in m for m in assistant[1:])
+    assert from_chat_record(json.loads(json.dumps(record))) == served
+    roles = [m["role"] for m in served.messages]
+    first = roles.index("assistant")
+    mask = loss_mask(served.messages, [not s.given for s in served.steps])
+    assert mask[first] == 0 and sum(mask) == roles.count("assistant") - 1

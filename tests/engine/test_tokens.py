@@ -50,3 +50,13 @@ def test_a_missing_tokenizer_is_a_clear_error(tmp_path):
     pytest.importorskip("transformers")
     with pytest.raises(ValueError, match="no tokenizer at"):
         load_tokenizer(str(tmp_path / "nothing"))
+
+
+def test_a_turn_a_client_wrote_is_context_in_the_token_mask(tokenizer, solved):
+    from dataclasses import replace
+
+    served = replace(solved, steps=(replace(solved.steps[0], given=True), *solved.steps[1:]))
+    ids, mask = token_ids(served, tokenizer)
+    generated = tokenizer.decode([i for i, m in zip(ids, mask, strict=True) if m])
+    calls = [format_call(step.call) for step in solved.steps[1:]]
+    assert generated.replace("<|im_end|>", "").split() == " ".join(calls).split()

@@ -5,45 +5,16 @@ import pytest
 
 pytest.importorskip("fastapi")
 openai = pytest.importorskip("openai")
-from fastapi.testclient import TestClient  # noqa: E402
 
 from ratchet.core.agent import Agent  # noqa: E402
 from ratchet.core.memory import Exemplar, Insight  # noqa: E402
-from ratchet.engine.models.fake import FakeModel  # noqa: E402
-from ratchet.engine.store import Store  # noqa: E402
-from ratchet.serve.app import Server, create_app  # noqa: E402
-from ratchet.serve.config import ServeConfig  # noqa: E402
-from ratchet.serve.memory import ServedMemory  # noqa: E402
-from ratchet.serve.models import ServedModels  # noqa: E402
-from ratchet.serve.recorder import Recorder  # noqa: E402
-
-ADD = {
-    "type": "function",
-    "function": {
-        "name": "add",
-        "description": "Add two numbers.",
-        "parameters": {
-            "type": "object",
-            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-            "required": ["a", "b"],
-        },
-    },
-}
-
-
-def call_first_tool(prompt, rng):
-    if not prompt.tools:
-        return "plain words"
-    name = prompt.tools[0]["function"]["name"]
-    return json.dumps({"name": name, "arguments": {"a": 2, "b": 3}})
-
-
-class Recording(FakeModel):
-    """A fake that keeps the prompts it was asked to complete."""
-
-    def complete(self, prompts, sampling):
-        self.prompts = [*getattr(self, "prompts", []), *prompts]
-        return super().complete(prompts, sampling)
+from servers import (  # noqa: E402
+    ADD,
+    Recording,
+    call_first_tool,
+    client_for,
+    serving_client,
+)
 
 
 class Batched(Recording):
@@ -55,19 +26,8 @@ class Batched(Recording):
         return super().complete(prompts, sampling)
 
 
-def make_server(tmp_path, agent=None, model=None, api_key=None, memory=True, build=None):
-    agent = agent or Agent(version="v3", model="fake")
-    model = model or Recording(reply=call_first_tool)
-    store = Store(tmp_path / "store")
-    served_memory = ServedMemory(agent, None, memory)
-    recorder = Recorder(store, agent, served_memory.env, {"agent": "test"})
-    models = ServedModels("v3", model, build)
-    app = create_app(Server(agent, models, served_memory, recorder, ServeConfig(), api_key))
-    return TestClient(app), model, store
-
-
-def client_for(http, key="unused"):
-    return openai.OpenAI(base_url="http://testserver/v1", api_key=key, http_client=http)
+def make_server(tmp_path, api_key=None, **options):
+    return serving_client(tmp_path, api_keys=(api_key,) if api_key else (), **options)
 
 
 def test_the_openai_client_gets_a_tool_call_and_the_conversation_is_recorded(tmp_path):
@@ -182,10 +142,9 @@ def test_bad_requests_get_clear_openai_style_errors(tmp_path):
     with pytest.raises(openai.NotFoundError, match="the model 'gpt-9' does not exist here"):
         client.chat.completions.create(model="gpt-9", messages=[{"role": "user", "content": "x"}])
     cases = [
-        ({"messages": [{"role": "user", "content": "x"}], "stream": True}, "streaming"),
-        ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
-        ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n=1"),
-        ({"messages": [{"role": "user", "content": "x"}], "tools": [{"x": 1}]}, "tools[0]"),
+        ({"messages": [{"role": "robot", "content": "x"}]}, "messages.0.role"),
+        ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "n is not supported"),
+        ({"messages": [{"role": "user", "content": "x"}], "tools": [{"x": 1}]}, "tools.0"),
         (
             {
                 "messages": [{"role": "user", "content": "x"}],

@@ -2,12 +2,7 @@
 
 import json
 import os
-import shutil
-import socket
 import subprocess
-import sys
-import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -15,6 +10,7 @@ import pytest
 pytest.importorskip("fastapi")
 
 from ratchet.core.agent import Agent
+from servers import free_port, ratchet, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.model]
 
@@ -22,28 +18,6 @@ IMPROVE = [
     "--levers", "rft", "--rounds", "1", "--train-tasks", "16", "--train-k", "2",
     "--probe-tasks", "12", "--test-tasks", "8", "--train-steps", "20", "--quiet",
 ]  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def ratchet() -> str:
-    return shutil.which("ratchet") or str(Path(sys.executable).parent / "ratchet")
-
-
-def wait_for(url: str, server: subprocess.Popen, seconds: float = 300) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert server.poll() is None, "ratchet serve exited"
-        try:
-            if httpx.get(url, timeout=5).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(1)
-    raise AssertionError(f"{url} did not answer in {seconds} s")
 
 
 def test_rft_through_ratchet_serve_accepts_an_adapter_that_the_server_then_serves(tmp_path):
@@ -54,6 +28,7 @@ def test_rft_through_ratchet_serve_accepts_an_adapter_that_the_server_then_serve
     url = f"http://127.0.0.1:{port}/v1"
     serve = [ratchet(), "serve", str(tmp_path / "served"), "--name", "smol", "--no-memory"]
     serve += ["--threads", "1", "--port", str(port), "--store", str(tmp_path / "traffic")]
+    serve += ["--lora-root", str(tmp_path)]  # the run directory registers its adapters here
     with (tmp_path / "serve.log").open("w") as log:
         server = subprocess.Popen(serve, stdout=log, stderr=subprocess.STDOUT)
     try:

@@ -43,13 +43,14 @@ def serve(
 ) -> None:
     """Serve an agent as an OpenAI-compatible model; record every conversation.
 
-    Routes: /v1/models, /v1/chat/completions (tools and tool_calls), /v1/feedback (a verdict on a
-    recorded conversation), /v1/load_lora_adapter and /v1/unload_lora_adapter (as vLLM).
+    Routes: /v1/models and /v1/models/ID, /v1/chat/completions (tools, streaming, response_format,
+    logprobs), /v1/feedback (a verdict on a recorded conversation), /v1/load_lora_adapter and
+    /v1/unload_lora_adapter (as vLLM, with --lora-root), /metrics, and /health (no key).
     """
     try:
         import uvicorn
 
-        from ratchet.serve.app import Server, create_app
+        from ratchet.serve.app import Server, Uvicorn, create_app
     except ImportError as exc:
         fail(
             f"ratchet serve needs the serve extra ({exc.name} is missing): "
@@ -57,22 +58,26 @@ def serve(
         )
     config = build_config(ServeConfig, options)
     agent, directory = _agent(agent_ref, model)
-    api_key = _api_key(config.api_key_env)
+    api_keys = _api_keys(config.api_key_env)
     backend = load_model(agent.model, base_url, agent.adapter_path(directory), threads)
     name = config.name or agent.version
     memory = ServedMemory(agent, config.env, config.memory)
     store = Store(config.store)
     settings = {"agent": agent_ref, "version": agent.version, "model": agent.model, "name": name}
     recorder = Recorder(store, agent, memory.env, settings)
-    models = ServedModels(name, backend, _adapter_builder(agent, threads))
-    app = create_app(Server(agent, models, memory, recorder, config, api_key))
+    lora_root = Path(config.lora_root) if config.lora_root else None
+    build = _adapter_builder(agent, threads)
+    models = ServedModels(name, backend, build, lora_root, config.max_loras)
+    server = Server(agent, models, memory, recorder, config, api_keys)
+    app = create_app(server)
     url = f"http://{config.host}:{config.port}/v1"
     console.print(
         f"serving {name!r} ({agent.model}) at {url}; recording conversations in {store.root}",
         highlight=False,
     )
+    listening = uvicorn.Config(app, host=config.host, port=config.port, log_level="warning")
     try:
-        uvicorn.run(app, host=config.host, port=config.port, log_level="warning")
+        Uvicorn(listening, server).run()
     finally:
         store.close()
 
@@ -87,13 +92,14 @@ def _agent(reference: str, model: str | None) -> tuple[Agent, Path | None]:
     return (replace(agent, model=model) if model else agent), directory
 
 
-def _api_key(variable: str | None) -> str | None:
+def _api_keys(variable: str | None) -> tuple[str, ...]:
+    """The keys in ``variable`` (comma-separated); none without a variable."""
     if variable is None:
-        return None
-    key = os.environ.get(variable)
-    if not key:
+        return ()
+    keys = tuple(key.strip() for key in os.environ.get(variable, "").split(",") if key.strip())
+    if not keys:
         fail(f"--api-key-env names {variable}, which is not set (or empty)")
-    return key
+    return keys
 
 
 def _adapter_builder(agent: Agent, threads: int | None) -> BuildAdapter | None:

@@ -54,6 +54,31 @@ def tool_message(call: ToolCall, text: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class TokenTrace:
+    """One turn token for token, as the model read and wrote it.
+
+    Training on these ids teaches exactly what was generated, with no drift from tokenising the
+    text again (a constrained decoder often picks a split of the text that its tokenizer would
+    not). ``ratchet serve`` records them for a local model.
+
+    Attributes:
+        model: The backend reference whose tokenizer the ids belong to (e.g. ``local``).
+        prompt_ids: The prompt's token ids.
+        completion_ids: The generated token ids (the end-of-turn token included when the model
+            stopped by itself).
+        logprobs: Each generated token's log-probability under the model (before
+            temperature, nucleus and grammar), aligned with ``completion_ids``.
+        grammar: The grammar decoding was constrained to (``None``: free).
+    """
+
+    model: str
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    logprobs: tuple[float, ...] = ()
+    grammar: str | None = None
+
+
+@dataclass(frozen=True)
 class Step:
     """One turn: what the model said, the action parsed from it, and what came back.
 
@@ -70,6 +95,10 @@ class Step:
         state: The world's fingerprint after the step, if the session gives one
             (``Session.fingerprint()``): two steps with one fingerprint left the world alike,
             whatever led there (exploration counts visits to states by it).
+        given: The turn came with the conversation (a client of ``ratchet serve`` wrote it)
+            instead of from the agent's model: context to act in, never an action to learn
+            from or to show as a demonstration.
+        tokens: The turn token for token, when the backend recorded it.
     """
 
     call: ToolCall | None
@@ -80,11 +109,31 @@ class Step:
     latency_s: float = 0.0
     substeps: tuple[Step, ...] = ()
     state: str | None = None
+    given: bool = False
+    tokens: TokenTrace | None = None
 
     @property
     def failed(self) -> bool:
         """Whether this step ended in an error observation."""
         return self.observation.error is not None
+
+
+def generated_turns(trajectory: Trajectory) -> list[bool]:
+    """Per assistant message, in order, whether the agent's model wrote it (not :attr:`Step.given`).
+
+    The k-th assistant message that is not a demonstration (marked ``"demonstration"``, shown
+    before the task) is the k-th step's turn; a demonstration's turns are not the model's.
+    """
+    steps, turn, generated = trajectory.steps, 0, []
+    for message in trajectory.messages:
+        if message.get("role") != "assistant":
+            continue
+        if message.get("demonstration"):
+            generated.append(False)
+            continue
+        generated.append(not (turn < len(steps) and steps[turn].given))
+        turn += 1
+    return generated
 
 
 def tool_steps(steps: Sequence[Step]) -> list[Step]:
@@ -198,6 +247,11 @@ class Trajectory:
     def errors(self) -> int:
         """Number of steps that ended in an error observation."""
         return sum(s.failed for s in self.steps)
+
+    @property
+    def given_turns(self) -> int:
+        """Number of assistant turns the conversation came with (see :attr:`Step.given`)."""
+        return sum(s.given for s in self.steps)
 
     @property
     def calls(self) -> list[ToolCall]:

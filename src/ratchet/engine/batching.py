@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from ratchet.engine.cancel import Abandoned, GenerationAbandoned, never, watching
 from ratchet.engine.models.base import Completion, Model, Prompt, Sampling
 
 
@@ -21,6 +22,7 @@ from ratchet.engine.models.base import Completion, Model, Prompt, Sampling
 class _Request:
     prompt: Prompt
     sampling: Sampling
+    abandoned: Abandoned = never
     since: float = field(default_factory=time.perf_counter)
     result: Completion | None = None
     failure: BaseException | None = None
@@ -54,13 +56,20 @@ class Batcher:
             self._in_flight = episodes
             self._cond.notify_all()
 
-    def complete(self, prompt: Prompt, sampling: Sampling) -> Completion:
+    def complete(
+        self, prompt: Prompt, sampling: Sampling, abandoned: Abandoned = never
+    ) -> Completion:
         """Return the reply to ``prompt``, computed in a batch with other episodes' prompts.
 
+        ``abandoned`` tells whether the asker has gone: a request abandoned before its batch
+        runs is dropped, and a backend may stop generating it mid-batch (see
+        :mod:`ratchet.engine.cancel`).
+
         Raises:
+            GenerationAbandoned: If the request was dropped before its batch ran.
             Exception: Whatever the model raised for the batch (e.g. ``ModelError``).
         """
-        request = _Request(prompt, sampling)
+        request = _Request(prompt, sampling, abandoned)
         with self._cond:
             self._pending.append(request)
             self._cond.notify_all()
@@ -94,15 +103,26 @@ class Batcher:
         return max(0.001, self.max_wait_s - (time.perf_counter() - self._pending[0].since))
 
     def _take(self) -> list[_Request]:
-        """The oldest request and those that share its sampling settings, up to a full batch."""
+        """The oldest request and those that share its sampling settings, up to a full batch.
+
+        Abandoned requests are dropped first; the batch is empty if every one was.
+        """
+        for request in [r for r in self._pending if r.abandoned()]:
+            request.failure = GenerationAbandoned("the request was abandoned before it ran")
+            self._pending.remove(request)
+        if not self._pending:
+            return []
         head = self._pending[0].sampling
         batch = [r for r in self._pending if _same(r.sampling, head)][: self.max_batch]
         self._pending = [r for r in self._pending if r not in batch]
         return batch
 
     def _run(self, batch: list[_Request]) -> None:
+        if not batch:
+            return
         try:
-            completions = self.model.complete([r.prompt for r in batch], batch[0].sampling)
+            with watching([r.abandoned for r in batch]):
+                completions = self.model.complete([r.prompt for r in batch], batch[0].sampling)
         except BaseException as exc:  # every waiting episode sees the backend's failure
             for request in batch:
                 request.failure = exc
@@ -112,4 +132,5 @@ class Batcher:
 
 
 def _same(a: Sampling, b: Sampling) -> bool:
-    return (a.temperature, a.max_tokens) == (b.temperature, b.max_tokens)
+    """Whether two requests can share a call: seeds ride on prompts, the rest must agree."""
+    return replace(a, seed=None) == replace(b, seed=None)

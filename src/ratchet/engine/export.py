@@ -8,7 +8,10 @@ A JSONL line is a valid chat-format training example with metadata beside it and
      "ratchet": {...the trajectory record...}}
 
 A :func:`to_dataset` row has the same fields plus ``loss_mask`` (1 per assistant message, 0
-per other message). Arrow needs one schema for every row, so messages are stored with a fixed
+per other message). An assistant turn a client of ``ratchet serve`` wrote
+(:attr:`~ratchet.core.trajectory.Step.given`) is context, not the model's: its mask is 0, and
+in a JSONL line it carries ``"weight": 0``, which OpenAI's fine-tuning format reads the same
+way. Arrow needs one schema for every row, so messages are stored with a fixed
 set of keys (see :func:`dataset_features`), ``tools`` as ``datasets.Json`` values, and the
 full record as a JSON string. ``datasets`` is imported only when these functions run.
 
@@ -25,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ratchet.core.records import RecordError, from_dict, to_dict, to_json
-from ratchet.core.trajectory import Trajectory
+from ratchet.core.trajectory import Trajectory, generated_turns
 from ratchet.engine.tokens import token_ids
 
 if TYPE_CHECKING:
@@ -37,9 +40,22 @@ RECORD_KEY = "ratchet"
 MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
 
-def loss_mask(messages: Sequence[dict[str, Any]]) -> list[int]:
-    """Return 1 for each assistant message (trained on) and 0 for every other message."""
-    return [int(message.get("role") == "assistant") for message in messages]
+def loss_mask(
+    messages: Sequence[dict[str, Any]], generated: Sequence[bool] | None = None
+) -> list[int]:
+    """Return 1 for each assistant message (trained on) and 0 for every other message.
+
+    Args:
+        messages: The conversation.
+        generated: Per assistant message, whether the model wrote it (see
+            :func:`~ratchet.core.trajectory.generated_turns`); ``None``: every one.
+    """
+    mask, turn = [], 0
+    for message in messages:
+        assistant = message.get("role") == "assistant"
+        mask.append(int(assistant and (generated is None or generated[turn])))
+        turn += assistant
+    return mask
 
 
 def chat_record(
@@ -48,12 +64,18 @@ def chat_record(
     """Return one trajectory as a chat-format training example with metadata.
 
     Args:
-        trajectory: The trajectory to export; its messages are copied unchanged.
+        trajectory: The trajectory to export; its messages are copied unchanged, but for
+            ``"weight": 0`` on the assistant turns a client wrote.
         include_record: Add the full trajectory under ``"ratchet"`` so it can be imported back.
         tokenizer: The model's tokenizer, to add ``input_ids`` and ``token_loss_mask``.
     """
+    generated = iter(generated_turns(trajectory))
+    messages = [
+        m if m.get("role") != "assistant" or next(generated) else {**m, "weight": 0}
+        for m in trajectory.messages
+    ]
     record: dict[str, Any] = {
-        "messages": list(trajectory.messages),
+        "messages": messages,
         "tools": list(trajectory.tools),
         "task_id": trajectory.task.id,
         "env": trajectory.task.env,
@@ -196,7 +218,7 @@ def to_dataset(
     for trajectory in trajectories:
         row = chat_record(trajectory, include_record=False, tokenizer=tokenizer)
         row["messages"] = [_dataset_message(m) for m in trajectory.messages]
-        row["loss_mask"] = loss_mask(trajectory.messages)
+        row["loss_mask"] = loss_mask(trajectory.messages, generated_turns(trajectory))
         if include_record:
             row[RECORD_KEY] = to_json(trajectory)
         for name, values in columns.items():

@@ -5,8 +5,9 @@ A trajectory is rendered exactly as the ``local`` backend prompts its model
 message: each message adds the text between the rendering of the conversation before it and
 the rendering with it, so the ids are those of the whole conversation and every token belongs
 to one message. Tokens the model generated (assistant messages, after the template's
-assistant header) have mask 1; the system prompt, the task, tool results and the headers have
-mask 0. This is the ``input_ids``/``loss_mask`` pair TRL, verl and OpenRLHF read.
+assistant header) have mask 1; the system prompt, the task, tool results, the headers and the
+assistant turns a client wrote (:attr:`~ratchet.core.trajectory.Step.given`) have mask 0.
+This is the ``input_ids``/``loss_mask`` pair TRL, verl and OpenRLHF read.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ratchet.core.trajectory import Trajectory
+from ratchet.core.trajectory import Trajectory, generated_turns
 from ratchet.engine.models.base import Prompt
 from ratchet.engine.models.render import to_chat
 
@@ -47,11 +48,13 @@ def token_ids(trajectory: Trajectory, tokenizer: Any) -> tuple[list[int], list[i
         mask.extend([generated] * len(new))
         rendered = text
 
+    generated = iter(generated_turns(trajectory))
     for index, message in enumerate(chat):
         assistant = message["role"] == "assistant"
         if assistant:  # the assistant header is the template's, not the model's
             extend(_render(tokenizer, chat[:index], opening=True), 0)
-        extend(_render(tokenizer, chat[: index + 1], opening=False), int(assistant))
+        learned = assistant and next(generated)
+        extend(_render(tokenizer, chat[: index + 1], opening=False), int(learned))
     return ids, mask
 
 

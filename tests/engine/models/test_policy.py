@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import pytest
 
+from fakes import CharTokenizer
 from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Observation, Step, Trajectory, assistant_message, tool_message
@@ -26,20 +27,6 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 VOCAB = 128
-
-
-class CharTokenizer:
-    """A chat tokenizer with one token per character (enough to test rendering and masks)."""
-
-    eos_token = "\x03"
-    pad_token_id = 0
-
-    def apply_chat_template(self, conversation, tokenize=False, add_generation_prompt=False):
-        text = "".join(f"<{m['role']}>{m['content']}\x03\n" for m in conversation)
-        return text + ("<assistant>" if add_generation_prompt else "")
-
-    def __call__(self, text, add_special_tokens=False):
-        return {"input_ids": [1 + ord(c) % (VOCAB - 1) for c in text]}
 
 
 def tiny_model():
@@ -70,7 +57,7 @@ def test_a_pair_renders_as_prompt_plus_each_action():
         assistant_message(call("add", a=2, b=3)),
         assistant_message(call("finish", answer="")),
     )
-    tokenizer = CharTokenizer()
+    tokenizer = CharTokenizer(VOCAB)
     example = pair_example(tokenizer, pair)
     assert example is not None
     prompt = tokenizer.apply_chat_template(
@@ -104,7 +91,7 @@ def test_a_scored_episode_masks_every_action_failed_ones_too():
     )
     task = Task("calc-x", "calc", "Compute 2 + 3.", "train")
     episode = Trajectory(task, "base", "1", messages, steps=steps)
-    example = scored_example(CharTokenizer(), Scored(episode, -0.5))
+    example = scored_example(CharTokenizer(VOCAB), Scored(episode, -0.5))
     assert example is not None and set(example.advantages) == {-0.5}
     masked = "".join(
         chr(i - 1) for i, m in zip(example.input_ids, example.action_mask, strict=True) if m
@@ -112,7 +99,7 @@ def test_a_scored_episode_masks_every_action_failed_ones_too():
     assert '"a": "x"' in masked and '"answer": "5"' in masked
     assert len(example.advantages) == len(masked)
     # Per-turn credit: each turn's tokens take their own turn's advantage.
-    stepped = scored_example(CharTokenizer(), Scored(episode, -0.5, (-1.0, 2.0)))
+    stepped = scored_example(CharTokenizer(VOCAB), Scored(episode, -0.5, (-1.0, 2.0)))
     assert stepped is not None
     first = len(masked) - masked.index('{"name": "finish"')
     assert stepped.advantages == [-1.0] * (len(masked) - first) + [2.0] * first
@@ -220,14 +207,14 @@ def test_an_anchor_episode_tokenises_as_sft_trains_it():
     task = Task("calc-x", "calc", "Compute 2 + 3.", "train")
     steps = (Step(finish, Observation("Answer submitted.", done=True)),)
     episode = Trajectory(task, "base", "1", messages, steps=steps)
-    example = pair_or_anchor_example(CharTokenizer(), episode)
+    example = pair_or_anchor_example(CharTokenizer(VOCAB), episode)
     assert isinstance(example, Example)
     masked = "".join(
         chr(i - 1) for i, m in zip(example.input_ids, example.assistant_masks, strict=True) if m
     )
     assert '"answer": "5"' in masked and "Compute" not in masked
     pair = Preference(MESSAGES, (), assistant_message(finish), assistant_message(call("add")))
-    assert isinstance(pair_or_anchor_example(CharTokenizer(), pair), PairExample)
+    assert isinstance(pair_or_anchor_example(CharTokenizer(VOCAB), pair), PairExample)
 
 
 def test_dpo_continues_an_adapter_and_holds_to_it_as_the_reference(tmp_path):

@@ -75,17 +75,30 @@ def estimate_tokens(prompt: Prompt) -> int:
 class Sampling:
     """How to sample a reply.
 
+    The last three fields are optional features (as in vLLM's ``SamplingParams``): a backend
+    lists those it honours in its ``sampling_options`` attribute (a frozenset of field names;
+    none if it has no such attribute), and a caller leaves the others at their defaults.
+
     Attributes:
         temperature: 0 means greedy.
         max_tokens: Cap on generated tokens per reply.
         seed: Base seed for reproducible sampling where the backend supports it: prompt
             ``i`` of a batch samples with ``seed + i`` unless it carries its own
             :attr:`Prompt.seed`.
+        top_p: Nucleus sampling: draw among the likeliest tokens whose probabilities add up
+            to this much (1: all).
+        top_logprobs: Report this many likeliest alternatives beside each generated token's
+            log-probability.
+        reply_schema: A JSON schema that a reply calling no tool must match (the backend
+            constrains decoding to it); ``None``: free text.
     """
 
     temperature: float = 0.7
     max_tokens: int = 256
     seed: int | None = None
+    top_p: float = 1.0
+    top_logprobs: int = 0
+    reply_schema: dict[str, Any] | None = None
 
 
 def row_seeds(prompts: Sequence[Prompt], sampling: Sampling) -> list[int | None]:

@@ -86,11 +86,30 @@ def tool_call_grammar(
     Raises:
         ValueError: If ``tools`` is empty, a tool has no name, or the schema cannot be compiled.
     """
-    schema = tool_call_schema(tools, max_tokens, count)
+    return _grammar(tool_call_schema(tools, max_tokens, count), "the tools' schemas")
+
+
+def reply_grammar(
+    schema: dict[str, Any], max_tokens: int | None = None, count: Count | None = None
+) -> str:
+    """Return the ``llguidance`` grammar of a reply that is one JSON value matching ``schema``.
+
+    An object schema is bounded like a tool's arguments (given ``max_tokens`` and ``count``),
+    so that a whole reply fits the cap.
+
+    Raises:
+        ValueError: If the schema cannot be compiled.
+    """
+    if max_tokens is not None and count is not None and schema.get("type") == "object":
+        schema = bound_arguments("reply", schema, max_tokens, count)
+    return _grammar(schema, "the reply schema")
+
+
+def _grammar(schema: dict[str, Any], what: str) -> str:
     grammar: str = llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=_JSON_OPTIONS)
     is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar)
     if is_error:
-        raise ValueError(f"the tools' schemas cannot be enforced: {messages[0]}")
+        raise ValueError(f"{what} cannot be enforced: {messages[0]}")
     return grammar
 
 

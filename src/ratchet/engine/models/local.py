@@ -19,7 +19,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import llguidance
 import llguidance.hf
@@ -27,6 +27,7 @@ import torch
 import transformers
 
 import ratchet.engine.models.kvcache as kvcache
+import ratchet.engine.models.metadata as keys
 from ratchet.engine.models.base import (
     Completion,
     Prompt,
@@ -35,7 +36,13 @@ from ratchet.engine.models.base import (
     row_seeds,
 )
 from ratchet.engine.models.bounds import CAPS, fitted_cap
-from ratchet.engine.models.constrain import ToolCallConstraint, tool_call_grammar
+from ratchet.engine.models.constrain import ToolCallConstraint, reply_grammar, tool_call_grammar
+from ratchet.engine.models.decoding import (
+    TokenLogprobs,
+    nucleus,
+    stopping_criteria,
+    turn_record,
+)
 from ratchet.engine.models.render import render_prompt
 from ratchet.engine.models.weights import load
 
@@ -81,11 +88,18 @@ class LocalModel:
         tokenizer: Its tokenizer (left padding).
         context_window: Tokens the model attends to (its ``max_position_embeddings``), prompt
             and reply together; a longer prompt gets a completion with ``error`` set.
+        sampling_options: The optional :class:`Sampling` fields it honours (all of them).
+
+    Each completion's metadata records the turn token for token (see :mod:`.metadata`).
 
     Raises:
         ModelError: If the model or the adapter cannot be found or loaded.
         ValueError: If ``max_batch_size``, ``max_batch_tokens`` or ``threads`` is not positive.
     """
+
+    sampling_options: ClassVar[frozenset[str]] = frozenset(
+        {"top_p", "top_logprobs", "reply_schema"}
+    )
 
     def __init__(
         self,
@@ -173,7 +187,7 @@ class LocalModel:
             try:
                 tools = offered_tools(prompt)
                 cap = self._cap(tools, sampling.max_tokens)
-                grammar = self._grammar(tools, cap)
+                grammar = self._grammar(tools, cap, sampling.reply_schema)
                 row = self._tokens(prompt, cap)
             except (ValueError, TypeError, KeyError) as exc:
                 errors[index] = f"cannot prompt the model: {exc}"
@@ -197,10 +211,15 @@ class LocalModel:
                 [grammars[i] for i in batch],
                 [draws[i] for i in batch],
                 max(caps[i] for i in batch),
+                sampling,
+                [ready[i] for i in batch],
             )
             generated.update(zip((ready[i] for i in batch), replies, strict=True))
         release_freed_memory()
-        return [generated.get(i) or Completion("", error=errors[i]) for i in range(len(prompts))]
+        return [
+            generated.get(i) or Completion("", error=errors[i], metadata={keys.REFUSED: True})
+            for i in range(len(prompts))
+        ]
 
     def _tokens(self, prompt: Prompt, max_tokens: int) -> list[int]:
         """The prompt's token ids; a ``ValueError`` if it and the reply overflow the window."""
@@ -219,8 +238,13 @@ class LocalModel:
         grammars: list[str | None],
         draws: list[tuple[float, int | None]],
         max_tokens: int,
+        sampling: Sampling,
+        positions: list[int],
     ) -> list[Completion]:
-        """Run one batched ``generate()`` after ``rows``; a grammar, temperature and seed each."""
+        """Run one batched ``generate()`` after ``rows``; a grammar, temperature and seed each.
+
+        ``positions`` are the rows' places in the ``complete()`` call (for abandoned rows).
+        """
         if not rows:
             return []
         started = time.perf_counter()
@@ -230,19 +254,21 @@ class LocalModel:
             inputs = _left_padded(rows, int(self.tokenizer.pad_token_id))
         else:
             inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
-        processors: list[Any] = []
+        recorder = TokenLogprobs(sampling.top_logprobs)
+        processors: list[Any] = [recorder]
         if any(grammar is not None for grammar in grammars):
             tokenizer, executor = self._llguidance()
             processors.append(ToolCallConstraint(tokenizer, grammars, executor))
         if any(temperature > 0 for temperature, _ in draws):
             # After the grammar's mask, so each row draws among its allowed tokens only.
-            processors.append(RowSampler(draws))
+            processors.append(RowSampler(draws, sampling.top_p))
         with torch.inference_mode():
             output = self.model.generate(
                 **inputs,
                 cache=batch.cache if batch is not None else None,
                 max_new_tokens=max_tokens,
                 logits_processor=transformers.LogitsProcessorList(processors),
+                stopping_criteria=stopping_criteria(positions),
                 pad_token_id=self.tokenizer.pad_token_id,
                 eos_token_id=self._eos_id,
                 do_sample=False,  # RowSampler has drawn: the one token it left is the best
@@ -251,20 +277,31 @@ class LocalModel:
             reuse.remember(batch, output, self._eos_id)
         latency_s = time.perf_counter() - started
         width = inputs["input_ids"].shape[1]
+        recorder.finish(output[:, -1])
         completions = []
         for row, grammar in enumerate(grammars):
             tokens = output[row, width:].tolist()
             stop = tokens.index(self._eos_id) if self._eos_id in tokens else None
+            kept = len(tokens) if stop is None else stop + 1
             completions.append(
                 Completion(
                     self.tokenizer.decode(tokens[:stop], skip_special_tokens=True),
                     prompt_tokens=len(rows[row]),
-                    completion_tokens=len(tokens) if stop is None else stop + 1,
+                    completion_tokens=kept,
                     latency_s=latency_s,
                     metadata={
                         "finish_reason": "length" if stop is None else "stop",
                         "constrained": grammar is not None,
                         "cached_tokens": batch.cached[row] if batch is not None else 0,
+                        **turn_record(
+                            recorder,
+                            row,
+                            rows[row],
+                            tokens[:kept],
+                            grammar,
+                            self._eos_id,
+                            self.tokenizer.batch_decode,
+                        ),
                     },
                 )
             )
@@ -285,20 +322,30 @@ class LocalModel:
             self._caps[key] = fitted_cap(tools, self.count_text, CAPS[-1])
         return min(self._caps[key], max_tokens)
 
-    def _grammar(self, tools: Sequence[dict[str, Any]], max_tokens: int) -> str | None:
-        """Return the grammar for ``tools``, or ``None`` when decoding is free.
+    def _grammar(
+        self,
+        tools: Sequence[dict[str, Any]],
+        max_tokens: int,
+        reply_schema: dict[str, Any] | None = None,
+    ) -> str | None:
+        """Return the grammar for ``tools`` (else ``reply_schema``), or ``None`` when free.
 
         The newest :data:`GRAMMAR_CACHE` grammars are kept: most prompts offer the same tools,
         while a reply restricted to one conversation's values (an exploring episode's) needs its
         own.
         """
-        if not self.constrained or not tools:
+        schema_only = not tools and reply_schema is not None
+        if not (self.constrained and tools) and not schema_only:
             return None
         cap = max_tokens if self.bounded else None
-        key = (json.dumps(tools, sort_keys=True), cap)
+        key = (json.dumps([tools, reply_schema], sort_keys=True), cap)
         grammar = self._grammars.pop(key, None)
         if grammar is None:
-            grammar = tool_call_grammar(tools, cap, self.count_text)
+            grammar = (
+                tool_call_grammar(tools, cap, self.count_text)
+                if tools
+                else reply_grammar(reply_schema or {}, cap, self.count_text)
+            )
         self._grammars[key] = grammar  # re-inserted: the newest last
         while len(self._grammars) > GRAMMAR_CACHE:
             del self._grammars[next(iter(self._grammars))]
@@ -396,9 +443,11 @@ class RowSampler:
 
     Args:
         draws: One ``(temperature, seed)`` per batch row.
+        top_p: Draw within each row's nucleus of this much probability (see :func:`nucleus`).
     """
 
-    def __init__(self, draws: Sequence[tuple[float, int | None]]) -> None:
+    def __init__(self, draws: Sequence[tuple[float, int | None]], top_p: float = 1.0) -> None:
+        self._top_p = top_p
         temperatures = torch.tensor([float(t) for t, _ in draws]).unsqueeze(1)
         self._greedy = temperatures.squeeze(1) == 0
         self._divisor = torch.where(self._greedy.unsqueeze(1), 1.0, temperatures)
@@ -411,7 +460,8 @@ class RowSampler:
         """Draw one token per row; every other token's score becomes ``-inf``."""
         logits = scores.float()
         best = logits.argmax(dim=-1, keepdim=True)
-        cumulative = torch.softmax(logits / self._divisor, dim=-1).cumsum(dim=-1)
+        probs = torch.softmax(logits / self._divisor, dim=-1)
+        cumulative = (probs if self._top_p >= 1 else nucleus(probs, self._top_p)).cumsum(dim=-1)
         uniform = torch.stack([torch.rand((), generator=g) for g in self._generators])
         target = uniform.unsqueeze(1) * cumulative[:, -1:]
         drawn = torch.searchsorted(cumulative, target, right=True).clamp_max(logits.shape[1] - 1)

@@ -2,6 +2,7 @@
 
 :func:`to_example` renders an episode exactly as the ``local`` backend prompts the model (so
 what is trained is what is later prompted) and masks everything but the assistant's actions;
+:func:`traced_examples` takes an episode's recorded token ids instead, where it has them;
 :func:`lora_model` wraps the model with a fresh adapter or continues a saved one; :func:`optimise`
 is the AdamW loop the SFT, DPO and GRPO losses all run in.
 """
@@ -15,7 +16,7 @@ from typing import Any
 
 from rich.progress import Progress
 
-from ratchet.core.trajectory import Trajectory
+from ratchet.core.trajectory import Step, Trajectory
 from ratchet.engine.models.base import LoraSettings, Prompt
 from ratchet.engine.models.render import Render, render_prompt
 
@@ -54,6 +55,7 @@ def to_example(
             too: right for a policy gradient, which pushes bad actions down; wrong for SFT.
         render: How the model is prompted where the adapter will be used.
 
+    A turn the conversation came with (:attr:`Step.given`) is context, never in the mask.
     Returns ``None`` if no assistant turn is left to learn from or the sequence is too long.
     """
     messages = list(trajectory.messages)
@@ -74,7 +76,7 @@ def to_example(
         context = tokenizer(prefix[len(rendered) :], add_special_tokens=False)["input_ids"]
         target_text = full[len(prefix) :].rstrip("\n")
         target = tokenizer(target_text, add_special_tokens=False)["input_ids"]
-        learn = failed or (step is not None and step.call is not None and not step.failed)
+        learn = step is not None and learnable(step, failed)
         ids += context + target
         mask += [0] * len(context) + [int(learn)] * len(target)
         rendered = prefix + target_text
@@ -82,6 +84,54 @@ def to_example(
         return None
     pattern = ",".join(step.call.name for step in trajectory.steps if step.call is not None)
     return Example(ids, mask, pattern)
+
+
+def learnable(step: Step, failed: bool = False) -> bool:
+    """Whether training learns ``step``'s action (failed ones too with ``failed``)."""
+    return not step.given and (failed or (step.call is not None and not step.failed))
+
+
+def traced_examples(trajectory: Trajectory, model: str, max_tokens: int) -> list[Example] | None:
+    """An episode's good actions as the model read and wrote them, token for token.
+
+    Each learnable turn (:func:`learnable`) contributes its recorded prompt, masked, and its
+    completion; a turn whose prompt continues the previous turn's tokens exactly extends that
+    sequence, any other starts a new one (the model read the conversation tokenised afresh).
+    Sequences over ``max_tokens`` are dropped.
+
+    Args:
+        trajectory: The episode.
+        model: The trainer's model reference; traces of another model's tokenizer do not count.
+        max_tokens: Longest sequence kept.
+
+    Returns:
+        ``None`` when some learnable turn has no trace of ``model``, or demonstrations were
+        put before the task for training (the recorded prompts lack them): tokenise the text
+        instead. Else the sequences (possibly none).
+    """
+    if any(message.get("demonstration") for message in trajectory.messages):
+        return None
+    turns = [step for step in trajectory.steps if learnable(step)]
+    if not turns or any(s.tokens is None or s.tokens.model != model for s in turns):
+        return None
+    examples: list[Example] = []
+    ids: list[int] = []
+    mask: list[int] = []
+    calls: list[str] = []
+    for step in turns:
+        assert step.tokens is not None and step.call is not None
+        prompt = list(step.tokens.prompt_ids)
+        if not ids or prompt[: len(ids)] != ids:
+            if ids and len(ids) <= max_tokens:
+                examples.append(Example(ids, mask, ",".join(calls)))
+            ids, mask, calls = [], [], []
+        completion = list(step.tokens.completion_ids)
+        mask += [0] * (len(prompt) - len(ids)) + [1] * len(completion)
+        ids = prompt + completion
+        calls.append(step.call.name)
+    if len(ids) <= max_tokens:
+        examples.append(Example(ids, mask, ",".join(calls)))
+    return examples
 
 
 def lora_model(model: Any, settings: LoraSettings, start: Path | None = None) -> Any:

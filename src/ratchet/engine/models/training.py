@@ -3,6 +3,8 @@
 Each episode is rendered exactly as the ``local`` backend prompts the model and tokenised; the
 loss is computed on the assistant turns only, and not on a turn whose action failed (labels
 are -100 elsewhere, the convention transformers' loss and TRL's ``assistant_masks`` follow).
+SFT trains on an episode's recorded token ids instead, when every turn it learns carries them
+for this model (recorded traffic of ``ratchet serve``, see :func:`.lora.traced_examples`).
 Every SFT call trains a fresh peft LoRA adapter from the base weights, as in expert iteration,
 so adapters never compound drift; DPO and GRPO (:mod:`ratchet.engine.models.policy`) continue
 the incumbent's adapter instead, since their losses are defined relative to it.
@@ -24,7 +26,13 @@ from rich.progress import Progress
 
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.models.base import LoraSettings, Preference, Scored, TrainResult
-from ratchet.engine.models.lora import Example, lora_model, optimise, to_example
+from ratchet.engine.models.lora import (
+    Example,
+    lora_model,
+    optimise,
+    to_example,
+    traced_examples,
+)
 from ratchet.engine.models.policy import DPO, GRPO, Objective, Sequence_, token_logps
 from ratchet.engine.models.render import Render, render_prompt
 
@@ -58,6 +66,7 @@ class LocalTrainer:
     def __init__(self, path: str | None = None, render: Render = render_prompt) -> None:
         self.path = path
         self.render = render
+        self.name = "local" if path is None else f"local:{path}"
 
     def sft(
         self,
@@ -71,8 +80,14 @@ class LocalTrainer:
         def train(model: Any, examples: Any, tokenizer: Any) -> list[float]:
             return train_lora(model, tokenizer, examples, out, settings, progress)
 
-        def tokenize(tokenizer: Any, episode: Trajectory, max_tokens: int) -> Example | None:
-            return to_example(tokenizer, episode, max_tokens, render=self.render)
+        def tokenize(tokenizer: Any, episode: Trajectory, max_tokens: int) -> list[Example]:
+            # Recorded ids are of the local backend's own prompts: only they match its rendering.
+            if self.render is render_prompt:
+                traced = traced_examples(episode, self.name, max_tokens)
+                if traced is not None:
+                    return traced
+            example = to_example(tokenizer, episode, max_tokens, render=self.render)
+            return [example] if example else []
 
         return self._train(tokenize, train, episodes, settings)
 
@@ -113,14 +128,15 @@ class LocalTrainer:
         def train(model: Any, examples: Any, tokenizer: Any) -> list[float]:
             return objective.train(model, examples, out, settings, start, progress)
 
-        def tokenize(tokenizer: Any, item: Any, max_tokens: int) -> Any:
-            return objective.tokenize(tokenizer, item, max_tokens, self.render)
+        def tokenize(tokenizer: Any, item: Any, max_tokens: int) -> list[Any]:
+            example = objective.tokenize(tokenizer, item, max_tokens, self.render)
+            return [example] if example else []
 
         return self._train(tokenize, train, data, settings, objective.usable)
 
     def _train(
         self,
-        tokenize: Callable[[Any, Any, int], Any],
+        tokenize: Callable[[Any, Any, int], Sequence[Any]],
         train: Callable[[Any, Any, Any], list[float]],
         data: Sequence[Any],
         settings: LoraSettings,
@@ -128,16 +144,15 @@ class LocalTrainer:
     ) -> TrainResult | None:
         """Load the model, tokenise ``data`` (dropping what does not fit) and ``train`` on it.
 
-        Returns ``None`` when what fits is not ``usable`` (default: when nothing fits).
+        ``tokenize`` turns an item into its examples (none when it does not fit). Returns
+        ``None`` when what fits is not ``usable`` (default: when nothing fits).
         """
         import torch
 
         from ratchet.engine.models.weights import load
 
         model, tokenizer = load(self.path)
-        examples = [
-            e for e in (tokenize(tokenizer, item, settings.max_tokens) for item in data) if e
-        ]
+        examples = [e for item in data for e in tokenize(tokenizer, item, settings.max_tokens)]
         if not usable(examples):
             return None
         if torch.cuda.is_available():

@@ -3,6 +3,8 @@
 The candidate keeps a pool of successful training episodes (one per task, the shortest); at
 run time the harness retrieves the most similar ones for each task (BM25, see
 :mod:`ratchet.core.memory`) and shows them as earlier conversations, within a token budget.
+A served conversation with turns its client wrote (:attr:`~ratchet.core.trajectory.Step.given`)
+is never one: those turns were not the agent's.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class ExemplarLever:
             if (
                 not trajectory.passed
                 or trajectory.errors
+                or trajectory.given_turns  # a client's turns are never shown as the agent's
                 or trajectory.task.env != context.env.name
             ):
                 continue

@@ -119,6 +119,8 @@ def mine(successes: Sequence[Trajectory], min_calls: int = 2, max_calls: int = 6
     """
     shapes: dict[str, _Shape] = {}
     for trajectory in successes:
+        if trajectory.given_turns:
+            continue  # a client of ratchet serve wrote some of its calls: not the agent's procedure
         calls = [s for s in tool_steps(trajectory.steps) if s.call is not None]
         for window in _windows(calls, min_calls, max_calls):
             plan, values = abstract(window)
