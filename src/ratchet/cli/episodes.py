@@ -32,7 +32,7 @@ from ratchet.cli.options import (
 )
 from ratchet.cli.report import write_report
 from ratchet.core.agent import Agent, load_agent
-from ratchet.core.env import Env
+from ratchet.core.env import Env, TooFewTasks, draw_tasks
 from ratchet.core.records import to_dict
 from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
@@ -107,10 +107,10 @@ def _plan(env_ref: str, options: dict[str, Any], remote: bool = False) -> _Plan:
     pick = build_config(Selection, options)
     try:
         chosen, directory = load_agent(pick.agent, pick.model or "local")
-        tasks = env.tasks(
-            parse_split(pick.split), pick.n, seed=pick.seed, difficulty=pick.difficulty
+        tasks = draw_tasks(
+            env, parse_split(pick.split), pick.n, seed=pick.seed, difficulty=pick.difficulty
         )
-    except ValueError as exc:
+    except (ValueError, TooFewTasks) as exc:
         fail(str(exc))
     if pick.model is not None:
         chosen = replace(chosen, model=pick.model)
