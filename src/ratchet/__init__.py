@@ -15,7 +15,7 @@ from ratchet.core.memory import Exemplar, Insight
 from ratchet.core.pool import TaskPool
 from ratchet.core.task import Split, Task, TaskSpec, generate_tasks, make_task
 from ratchet.core.tool import Tool, ToolCall, ToolError
-from ratchet.core.trajectory import Observation, Step, Trajectory
+from ratchet.core.trajectory import InfrastructureError, Observation, Step, Trajectory
 from ratchet.core.verdict import Verdict
 from ratchet.engine.harness import Budget, replay, run_episode
 from ratchet.engine.metrics import Metrics, summarize
@@ -48,6 +48,7 @@ __all__ = [
     "GateConfig",
     "GateDecision",
     "ImproveConfig",
+    "InfrastructureError",
     "Insight",
     "Lever",
     "LeverContext",
