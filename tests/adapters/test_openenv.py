@@ -175,6 +175,7 @@ def mcp_server(example):
 
 
 def test_mcp_tool_results_reach_the_agent_as_their_text(example):
+    pytest.importorskip("fastmcp")
     pool = TaskPool(test=[TaskSpec("Shout hi.", {"reset": {}})])
     remote = openenv_env(mcp_server(example), name="echo", oracle=lambda task: [], sample=pool)
     session = remote.session(remote.tasks("test", 1)[0])
