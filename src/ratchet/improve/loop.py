@@ -1,10 +1,11 @@
 """The self-improvement loop behind ``ratchet improve``.
 
-Each round: the curriculum picks training tasks; the incumbent plays them (exploring, k samples
-each); hindsight relabels what failed episodes did achieve; every lever proposes a candidate
-from the verified experience so far; the gate compares all candidates with the incumbent on a
-fresh probe sample (same tasks, same seeds), retesting the tasks a candidate lost where those
-losses alone would reject it, and the best accepted one becomes the incumbent.
+Each round: the curriculum picks training tasks; the incumbent plays them (k samples each, then
+a search of the tasks no sample solved, see :mod:`ratchet.improve.explore`); hindsight relabels
+what failed episodes did achieve; every lever proposes a candidate from the verified experience
+so far; the gate compares all candidates with the incumbent on a fresh probe sample (same tasks,
+same seeds), retesting the tasks a candidate lost where those losses alone would reject it, and
+the best accepted one becomes the incumbent.
 Base and final agents are measured on the held-out test split, which no decision ever sees.
 All persistence lives in :class:`~ratchet.improve.rundir.RunDir`, so a run resumes anywhere.
 """
@@ -104,9 +105,9 @@ def _round(
     # up to the open levels (longer relabels teach a weak model to keep calling tools)
     # and trim the successes that acted on after reaching their goal.
     tasks, chosen = run.round_tasks(number, partial(_curriculum, run, env, number))
-    explored = practice.explore(incumbent, tasks, number)
+    explored = practice.explore(incumbent, tasks, number, log)
     open_to = chosen.get("open_to", config.max_difficulty)
-    learned = relabel_all(env, explored, incumbent, open_to)
+    learned = relabel_all(env, explored.episodes, incumbent, open_to)
     run.record(learned.successes)
     # Propose: every lever turns the experience so far into at most one candidate.
     candidates = []
@@ -133,7 +134,8 @@ def _round(
     best = winner(decisions)
     if best is not None and config.curve:
         practice.test(run.agent(best.candidate), test)
-    record = round_record(number, incumbent, explored, learned, baseline, decisions, best)
+    record = round_record(number, incumbent, explored.episodes, learned, baseline, decisions, best)
+    record["exploration"] = explored.record
     record["curriculum"] = {**chosen, "probe_to": practice.probe_top(open_to)}
     record["alpha"] = alpha
     return record
