@@ -92,13 +92,16 @@ class RolloutConfig:
 
     Attributes:
         concurrency: Episodes in flight at once (a local model's largest batch).
-        max_reply_tokens: Cap on tokens per model reply.
+        max_reply_tokens: Cap on tokens per model reply. A local model that constrains its
+            replies fits each one's cap below it: the smallest of 48, 64, 96, 128, 192 and 256
+            tokens at which a call of every tool offered fits (grid and calc 48, files 64, shop
+            96; see docs/models.md).
         budget: Per-episode turn, token and time budgets.
         context: What prompts leave out when they outgrow the model's context window.
     """
 
     concurrency: int = 16
-    max_reply_tokens: int = 128
+    max_reply_tokens: int = 256
     budget: Budget = field(default_factory=Budget)
     context: ContextPolicy = field(default_factory=ContextPolicy)
 

@@ -21,7 +21,7 @@ from ratchet.improve.gate import GateConfig
 EXPLORE_MODES = ("auto", "off")
 """The values of :attr:`ImproveConfig.explore`."""
 
-CPU_ROLLOUT = RolloutConfig(concurrency=16, max_reply_tokens=48, budget=Budget(max_turns=None))
+CPU_ROLLOUT = RolloutConfig(concurrency=16, budget=Budget(max_turns=None))
 
 
 @dataclass(frozen=True)

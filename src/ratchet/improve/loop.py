@@ -31,6 +31,7 @@ from ratchet.improve.hindsight import relabel_all
 from ratchet.improve.levers import Lever, make_levers
 from ratchet.improve.practice import PROBE_SEED, TEST_SEED, Practice, draw
 from ratchet.improve.rundir import RunDir
+from ratchet.improve.schedule import sits_out
 from ratchet.improve.summary import round_lines, round_record, summary
 from ratchet.serve.memory import is_served
 
@@ -112,11 +113,17 @@ def _round(
     # Propose: every lever turns the experience so far into at most one candidate.
     candidates = []
     for lever in levers:
-        propose = practice.proposal(lever, incumbent, number)
+        propose = practice.proposal(lever, incumbent, number, sits_out(run.rounds, lever.name))
         if (candidate := run.candidate(number, lever.name, incumbent, propose)) is not None:
             candidates.append(candidate)
     # Gate: all candidates against the incumbent on this round's fresh probe sample.
-    probe = practice.probe_tasks(number, open_to)
+    drawn = practice.probe_tasks(number, open_to)
+    if drawn.reused:
+        log(
+            f"  probe: {len(drawn.reused)} of {len(drawn.tasks)} tasks were probed in an "
+            f"earlier round too (the probe split holds too few problems): {', '.join(drawn.reused)}"
+        )
+    probe = drawn.tasks
     baseline = practice.probe(incumbent, probe)
     probed = {c.version: practice.probe(c, probe) for c in candidates}
     alpha = round_alpha(config.gate, config.rounds, run.alpha_spent, run.rounds_done)
@@ -138,6 +145,7 @@ def _round(
     record["exploration"] = explored.record
     record["curriculum"] = {**chosen, "probe_to": practice.probe_top(open_to)}
     record["alpha"] = alpha
+    record["probe_reused"] = list(drawn.reused)
     return record
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from rich.progress import Progress
 
 from ratchet.core.agent import Agent
-from ratchet.core.env import Env
+from ratchet.core.env import Env, policy_of
 from ratchet.core.task import Split, Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.cluster import RayPool
@@ -29,21 +29,39 @@ from ratchet.improve.frontier import SuccessRates, explore_temperatures
 from ratchet.improve.gate import RETEST_FIRST_SAMPLE, Retest
 from ratchet.improve.levers.base import Lever, LeverContext, make_play
 from ratchet.improve.rundir import Propose, RunDir
+from ratchet.improve.schedule import SitsOut
 
 PROBE_SEED = 1_000
 TEST_SEED = 2_000
 LEVER_SEED = 3_000
 
 
+def levels(env: Env, n: int, max_difficulty: int) -> list[tuple[int, int]]:
+    """``(level, count)``: ``n`` tasks spread evenly over difficulties ``1..max_difficulty``."""
+    top = min(max_difficulty, env.max_difficulty)
+    return [(level, n // top + (1 if level <= n % top else 0)) for level in range(1, top + 1)]
+
+
 def draw(env: Env, split: Split, n: int, seed: int, max_difficulty: int) -> list[Task]:
     """Draw ``n`` tasks of ``split`` spread evenly over difficulties ``1..max_difficulty``."""
-    top = min(max_difficulty, env.max_difficulty)
-    per_level = [n // top + (1 if level < n % top else 0) for level in range(top)]
     return [
         task
-        for level, count in enumerate(per_level, start=1)
+        for level, count in levels(env, n, max_difficulty)
         for task in env.tasks(split, count, seed=seed, difficulty=level)
     ]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A round's probe tasks.
+
+    Attributes:
+        tasks: The tasks, level by level.
+        reused: Ids of tasks an earlier round probed too (the split held too few problems).
+    """
+
+    tasks: list[Task]
+    reused: tuple[str, ...] = ()
 
 
 @dataclass
@@ -114,19 +132,64 @@ class Practice:
             history=history,
             max_turns=config.budget().max_turns or 1,
             seed=seed,
+            shared=policy_of(self.env),
             log=log,
         )
 
-    def probe_tasks(self, number: int, open_to: int) -> list[Task]:
-        """Round ``number``'s probe: a fresh sample from the probe split.
+    def probe_tasks(self, number: int, open_to: int) -> Probe:
+        """Round ``number``'s probe: tasks of the probe split no earlier round probed.
+
+        Each level's tasks come in order from one draw of the probe split for the whole run,
+        so round ``r`` takes the next ones after those of rounds ``1..r-1`` (recomputed from
+        their records, so a resumed round draws the same). Where the split holds too few
+        problems for that, the round reuses earlier rounds' tasks, and the probe says which.
 
         Args:
             number: The round.
             open_to: The curriculum's highest open level this round; the probe stays at or
                 below it unless ``probe_all_levels`` is set.
         """
-        seed = self.config.seed + PROBE_SEED + 7919 * number
-        return draw(self.env, "probe", self.config.probe_tasks, seed, self.probe_top(open_to))
+        tops = [r["curriculum"]["probe_to"] for r in self.run.rounds[: number - 1]]
+        used: dict[int, list[Task]] = {}
+        probe = Probe([])
+        for top in [*tops, self.probe_top(open_to)]:
+            probe = self._fresh_probe(top, used)
+            for task in probe.tasks:
+                used.setdefault(task.difficulty, []).append(task)
+        return probe
+
+    def _fresh_probe(self, top: int, used: dict[int, list[Task]]) -> Probe:
+        """``probe_tasks`` tasks up to level ``top``, avoiding ``used`` ones where the split can."""
+        seed = self.config.seed + PROBE_SEED
+        tasks: list[Task] = []
+        reused: list[str] = []
+        for level, count in levels(self.env, self.config.probe_tasks, top):
+            before = {task.id for task in used.get(level, [])}
+            pool = self._largest_draw(level, count, count + len(before), seed)
+            fresh = [task for task in pool if task.id not in before][:count]
+            again = [task for task in pool if task.id in before][: count - len(fresh)]
+            tasks += fresh + again
+            reused += [task.id for task in again]
+        return Probe(tasks, tuple(reused))
+
+    def _largest_draw(self, level: int, least: int, most: int, seed: int) -> list[Task]:
+        """The longest draw of ``least`` to ``most`` probe tasks at ``level`` the split holds.
+
+        Draws are prefixes of one another (same seed), so the longest is found by bisection.
+        """
+        try:
+            return self.env.tasks("probe", most, seed=seed, difficulty=level)
+        except ValueError:  # the split has fewer problems at this level than asked
+            pass
+        best = self.env.tasks("probe", least, seed=seed, difficulty=level)
+        low, high = least, most - 1
+        while low < high:
+            size = (low + high + 1) // 2
+            try:
+                best, low = self.env.tasks("probe", size, seed=seed, difficulty=level), size
+            except ValueError:
+                high = size - 1
+        return best
 
     def probe_top(self, open_to: int) -> int:
         """The highest level the probe covers when the curriculum is open to ``open_to``."""
@@ -165,10 +228,18 @@ class Practice:
         self.run.tested(agent.version, metrics.to_dict())
         return metrics
 
-    def proposal(self, lever: Lever, incumbent: Agent, number: int) -> Propose:
-        """``lever``'s proposal function for round ``number``, for :meth:`RunDir.candidate`."""
+    def proposal(
+        self, lever: Lever, incumbent: Agent, number: int, sitting_out: str | None = None
+    ) -> Propose:
+        """``lever``'s proposal function for round ``number``, for :meth:`RunDir.candidate`.
+
+        With ``sitting_out`` (why the lever does not propose this round, see
+        :mod:`ratchet.improve.schedule`), the function proposes nothing and says so.
+        """
 
         def propose(workdir: Path, version: str) -> Agent | None:
+            if sitting_out is not None:
+                raise SitsOut(sitting_out)
             model = None if incumbent.scripted else self.model(incumbent)
             play = make_play(
                 self.env,

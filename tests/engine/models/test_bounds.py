@@ -112,3 +112,27 @@ def test_the_grammar_rejects_what_would_overrun_the_cap() -> None:
         jsonschema.validate(finish, schema)
     jsonschema.validate({"name": "finish", "arguments": {"answer": "42"}}, schema)
     assert tool_call_grammar(tools, 64, chars) != tool_call_grammar(tools)
+
+
+@pytest.mark.parametrize(
+    "name", ["calc", "grid", "shop", pytest.param("files", marks=pytest.mark.slow)]
+)
+def test_the_fitted_cap_is_the_smallest_at_which_every_tool_fits_without_warning(name):
+    import warnings
+
+    from ratchet.engine.models.bounds import CAPS, fitted_cap, needed_tokens
+
+    env = load_env_reference(name)
+    task = env.tasks("train", 1, seed=0, difficulty=2)[0]
+    session = env.session(task)
+    tools = session.reset().tools
+    session.close()
+    cap = fitted_cap(tools, chars, CAPS[-1])
+    assert cap in CAPS and cap >= max(needed_tokens(t, chars) for t in tools)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CapTooSmall)
+        tool_call_schema(tools, cap, chars)  # every call fits its cap
+    smaller = [c for c in CAPS if c < cap]
+    if smaller:  # some call would not fit the next smaller cap
+        assert max(needed_tokens(t, chars) for t in tools) > smaller[-1]
+    assert fitted_cap(tools, chars, 40) == 40  # never above the caller's own cap

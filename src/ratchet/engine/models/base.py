@@ -249,10 +249,14 @@ class Scored:
     Attributes:
         trajectory: The episode; every assistant turn in it, failed ones included, is trained.
         advantage: Positive to make its actions likelier, negative to make them rarer.
+        turn_advantages: One advantage per assistant turn, in order, in place of
+            ``advantage`` (step-level credit: the action at a state that siblings sharing the
+            state acted otherwise at); ``None``: ``advantage`` for every turn.
     """
 
     trajectory: Trajectory
     advantage: float
+    turn_advantages: tuple[float, ...] | None = None
 
 
 @runtime_checkable

@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 NUMBER_TOKENS = 8
@@ -66,9 +66,7 @@ def bound_arguments(
     open_slots = _open(parameters)
     if not open_slots:
         return parameters
-    value, extra = _skeleton(parameters)
-    fixed = count(json.dumps({"name": name, "arguments": value}, ensure_ascii=False)) + extra
-    margin = 2 + fixed // 10
+    fixed, margin = _fixed(name, parameters, count)
     share = (max_tokens - 1 - margin - fixed) // open_slots
     if share < MIN_TEXT:
         needed = 1 + margin + fixed + MIN_TEXT * open_slots
@@ -80,6 +78,43 @@ def bound_arguments(
             stacklevel=2,
         )
     return _bound(copy.deepcopy(parameters), share, count)
+
+
+CAPS = (48, 64, 96, 128, 192, 256)
+"""The reply caps :func:`fitted_cap` chooses among."""
+
+
+def fitted_cap(tools: Sequence[dict[str, Any]], count: Count, ceiling: int) -> int:
+    """The smallest of :data:`CAPS` at which a call of every one of ``tools`` fits.
+
+    A call fits when its fixed text and :data:`MIN_TEXT` characters per unbounded string or
+    array fit (so the cap never cuts the shortest reasonable call off). With the embedded
+    model's tokenizer this gives calc and grid 48, files 64 (``move_file``, ``search``) and
+    shop 96 (the ``modify_*`` tools' addresses): the caps their rows had been set to by hand.
+
+    Args:
+        tools: OpenAI-format tool schemas.
+        count: Counts tokens with the model's tokenizer.
+        ceiling: The most the cap may be (the caller's own cap); also the answer when no cap
+            of :data:`CAPS` up to it fits every call.
+    """
+    needed = max((needed_tokens(tool, count) for tool in tools), default=0)
+    return next((cap for cap in CAPS if needed <= cap <= ceiling), ceiling)
+
+
+def needed_tokens(tool: dict[str, Any], count: Count) -> int:
+    """The smallest reply cap at which a call of ``tool`` fits (see :func:`fitted_cap`)."""
+    function = tool.get("function", tool)
+    parameters = function.get("parameters") or {"type": "object", "properties": {}}
+    fixed, margin = _fixed(str(function.get("name", "")), parameters, count)
+    return 1 + margin + fixed + MIN_TEXT * _open(parameters)
+
+
+def _fixed(name: str, parameters: dict[str, Any], count: Count) -> tuple[int, int]:
+    """The tokens of a call's fixed text, and the margin kept for its tokenizations."""
+    value, extra = _skeleton(parameters)
+    fixed = count(json.dumps({"name": name, "arguments": value}, ensure_ascii=False)) + extra
+    return fixed, 2 + fixed // 10
 
 
 def _kind(schema: dict[str, Any]) -> str | None:

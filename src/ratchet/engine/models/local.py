@@ -34,6 +34,7 @@ from ratchet.engine.models.base import (
     offered_tools,
     row_seeds,
 )
+from ratchet.engine.models.bounds import CAPS, fitted_cap
 from ratchet.engine.models.constrain import ToolCallConstraint, tool_call_grammar
 from ratchet.engine.models.render import render_prompt
 from ratchet.engine.models.weights import load
@@ -126,6 +127,7 @@ class LocalModel:
                 self.model, int(self.tokenizer.pad_token_id), kv_cache_mb
             )
         self._grammars: dict[tuple[str, int | None], str] = {}
+        self._caps: dict[str, int] = {}
         self._ll_tokenizer: llguidance.LLTokenizer | None = None
         self._executor: llguidance.LLExecutor | None = None
 
@@ -163,25 +165,29 @@ class LocalModel:
         errors: dict[int, str] = {}
         ready: list[int] = []
         rows: list[list[int]] = []
+        caps: list[int] = []
         grammars: list[str | None] = []
         draws: list[tuple[float, int | None]] = []
         seeds = row_seeds(prompts, sampling)
         for index, (prompt, seed) in enumerate(zip(prompts, seeds, strict=True)):
             try:
-                grammar = self._grammar(offered_tools(prompt), sampling.max_tokens)
-                row = self._tokens(prompt, sampling.max_tokens)
+                tools = offered_tools(prompt)
+                cap = self._cap(tools, sampling.max_tokens)
+                grammar = self._grammar(tools, cap)
+                row = self._tokens(prompt, cap)
             except (ValueError, TypeError, KeyError) as exc:
                 errors[index] = f"cannot prompt the model: {exc}"
                 continue
             ready.append(index)
             rows.append(row)
+            caps.append(cap)
             grammars.append(grammar)
             own = prompt.temperature
             draws.append((sampling.temperature if own is None else max(0.0, own), seed))
         generated: dict[int, Completion] = {}
         batches = token_batches(
             [len(row) for row in rows],
-            sampling.max_tokens,
+            max(caps, default=sampling.max_tokens),
             self.max_batch_size,
             self.max_batch_tokens,
         )
@@ -190,7 +196,7 @@ class LocalModel:
                 [rows[i] for i in batch],
                 [grammars[i] for i in batch],
                 [draws[i] for i in batch],
-                sampling,
+                max(caps[i] for i in batch),
             )
             generated.update(zip((ready[i] for i in batch), replies, strict=True))
         release_freed_memory()
@@ -212,7 +218,7 @@ class LocalModel:
         rows: list[list[int]],
         grammars: list[str | None],
         draws: list[tuple[float, int | None]],
-        sampling: Sampling,
+        max_tokens: int,
     ) -> list[Completion]:
         """Run one batched ``generate()`` after ``rows``; a grammar, temperature and seed each."""
         if not rows:
@@ -235,7 +241,7 @@ class LocalModel:
             output = self.model.generate(
                 **inputs,
                 cache=batch.cache if batch is not None else None,
-                max_new_tokens=sampling.max_tokens,
+                max_new_tokens=max_tokens,
                 logits_processor=transformers.LogitsProcessorList(processors),
                 pad_token_id=self.tokenizer.pad_token_id,
                 eos_token_id=self._eos_id,
@@ -263,6 +269,21 @@ class LocalModel:
                 )
             )
         return completions
+
+    def _cap(self, tools: Sequence[dict[str, Any]], max_tokens: int) -> int:
+        """The reply's token cap: the smallest that fits every offered tool's call.
+
+        At most ``max_tokens`` (see :func:`.bounds.fitted_cap`); ``max_tokens`` itself for free
+        decoding.
+        """
+        if not (self.constrained and self.bounded and tools):
+            return max_tokens
+        key = json.dumps(tools, sort_keys=True)
+        if key not in self._caps:
+            if len(self._caps) >= GRAMMAR_CACHE:
+                del self._caps[next(iter(self._caps))]
+            self._caps[key] = fitted_cap(tools, self.count_text, CAPS[-1])
+        return min(self._caps[key], max_tokens)
 
     def _grammar(self, tools: Sequence[dict[str, Any]], max_tokens: int) -> str | None:
         """Return the grammar for ``tools``, or ``None`` when decoding is free.

@@ -49,6 +49,7 @@ class Branch:
             earlier branches), which the new action must differ from.
         parent: The sample the replies come from (``None`` for a root).
         instruction: The task's instruction (a drawn tool is drawn among those it names).
+        shared: Text every task of the env shows (its policy), never copied from.
         draw: This branch's own number: seeds its resamples and draws its drawn tool.
         tries: Samples of the branching action before it is made to call an untried tool.
         heat: Temperature added to each resample of the branching action.
@@ -61,6 +62,7 @@ class Branch:
     tried: tuple[str, ...] = ()
     parent: int | None = None
     instruction: str = ""
+    shared: str = ""
     draw: int = 0
     tries: int = 3
     heat: float = 0.3
@@ -152,7 +154,9 @@ class _Branching:
             temperature += branch.heat * attempt
         prompt = replace(
             prompt,
-            reply_tools=reply_tools(branch.strategy, prompt, self.track, avoid, tool),
+            reply_tools=reply_tools(
+                branch.strategy, prompt, self.track, avoid, tool, branch.shared
+            ),
             temperature=temperature,
             # The first attempt samples with the episode's own seed; a resample with another.
             seed=None if attempt == 0 else (branch.draw * 7919 + turn * 31 + attempt) % 2**62,

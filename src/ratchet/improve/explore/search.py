@@ -102,6 +102,7 @@ def explore(
     history: Sequence[Trajectory],
     max_turns: int,
     seed: int,
+    shared: str = "",
     log: Callable[[str], None] = print,
 ) -> Explored:
     """Play a round's training tasks: ``k`` roots each, then search the unsolved ones.
@@ -119,6 +120,7 @@ def explore(
             agent's reach, whether the env has shown itself not deterministic).
         max_turns: The episodes' turn budget.
         seed: Seeds the scheduler's draws.
+        shared: Text every task of the env shows (its policy), which no strategy copies from.
         log: Where to say that the env is not deterministic.
     """
     strategies = [strategy_named(name) for name in config.strategies]
@@ -147,7 +149,7 @@ def explore(
             strategy = pick(strategies, task.difficulty, yields, rng)
             branch = _branch(task, sample, own, strategy, config, deterministic, reach, max_turns)
             if branch is not None:
-                branches[task.id] = branch
+                branches[task.id] = replace(branch, shared=shared)
         if not branches:
             break
         searched |= set(branches)

@@ -135,6 +135,7 @@ def reply_tools(
     track: Track,
     avoid: frozenset[str] = frozenset(),
     tool: str | None = None,
+    shared: str = "",
 ) -> tuple[dict[str, Any], ...] | None:
     """The tools ``prompt``'s reply may call under ``strategy``; ``None`` when unconstrained.
 
@@ -145,6 +146,8 @@ def reply_tools(
         avoid: Names of tools the reply must not call (at a branching turn: a ``finish`` or an
             argument-free call already tried there). Ignored when it would leave no tool.
         tool: The one tool the reply must call (a drawn branching action), if any.
+        shared: Text every task of the env shows (its policy): not this task's data, so never
+            copied from (grid's recipe book names every material and product).
     """
     names = [tool] if tool is not None else [n for n in _names(prompt) if n not in avoid]
     if not names:
@@ -157,7 +160,7 @@ def reply_tools(
     tools = tuple(t for t in prompt.tools if tool_name(t) in set(names))
     if not strategy.copy_arguments:
         return tools if narrowed else None
-    messages = prompt.messages
+    messages = _own(prompt.messages, shared)
     if not strategy.chain:
         return copy_only(tools, conversation_spans(messages))
     left = uses_left(messages, track.spent or [])
@@ -167,6 +170,18 @@ def reply_tools(
         return restricted
     once = tuple(span for span, uses in left.items() if uses == 1)
     return chain_on(restricted, latest, once)
+
+
+def _own(messages: Sequence[dict[str, Any]], shared: str) -> list[dict[str, Any]]:
+    """``messages`` without the ``shared`` text in them."""
+    if not shared:
+        return list(messages)
+    return [
+        {**m, "content": m["content"].replace(shared, "")}
+        if isinstance(m.get("content"), str)
+        else m
+        for m in messages
+    ]
 
 
 def _names(prompt: Prompt) -> list[str]:
