@@ -1,18 +1,21 @@
 """Ratchet: make LLM agents better from their own verified experience.
 
-The public API is what ``__all__`` lists; everything else is internal. The package is laid
+The public API is what ``__all__`` lists; everything else is internal. Names renamed in the
+last release still work, with a ``DeprecationWarning``, until the next (see
+``ratchet._renamed``). The package is laid
 out by concept: ``core`` (records and protocols), ``envs`` (built-in envs, registry, checks),
 ``engine`` (models, the episode loop, rollouts, the store), ``improve`` (the loop, gate,
 hindsight, levers), ``report`` and ``sandbox``.
 """
 
+from ratchet._renamed import renamed_attribute as __getattr__  # noqa: F401 (PEP 562 hook)
 from ratchet.core.agent import Agent, load_agent
 from ratchet.core.env import Env, Session, SimpleEnv, ToolSession, end_episode
 from ratchet.core.memory import Exemplar, Insight
 from ratchet.core.pool import TaskPool
 from ratchet.core.task import Split, Task, TaskSpec, generate_tasks, make_task
 from ratchet.core.tool import Tool, ToolCall, ToolError
-from ratchet.core.trajectory import Observation, Step, Trajectory
+from ratchet.core.trajectory import InfrastructureError, Observation, Step, Trajectory
 from ratchet.core.verdict import Verdict
 from ratchet.engine.harness import Budget, replay, run_episode
 from ratchet.engine.metrics import Metrics, summarize
@@ -45,6 +48,7 @@ __all__ = [
     "GateConfig",
     "GateDecision",
     "ImproveConfig",
+    "InfrastructureError",
     "Insight",
     "Lever",
     "LeverContext",

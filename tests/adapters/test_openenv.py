@@ -7,11 +7,17 @@ pytest.importorskip("openenv")
 pytest.importorskip("websockets")
 
 from ratchet.adapters.openenv import openenv_env
+from ratchet.adapters.openenv_client import tool_result_text
 from ratchet.adapters.openenv_server import openenv_app, server_name
+from ratchet.core.agent import Agent
+from ratchet.core.pool import TaskPool
 from ratchet.core.records import from_dict
-from ratchet.core.task import Task
-from ratchet.core.tool import ToolCall
+from ratchet.core.task import Task, TaskSpec
+from ratchet.core.tool import ToolCall, ToolError
+from ratchet.core.trajectory import InfrastructureError
 from ratchet.engine.harness import replay
+from ratchet.engine.metrics import summarize
+from ratchet.engine.rollout import RolloutConfig, rollout
 from ratchet.envs.calc import env as calc
 from ratchet.envs.check import check_env
 
@@ -81,3 +87,112 @@ def test_a_ratchet_env_served_as_openenv_round_trips(example):
 def test_an_unreachable_server_is_a_clear_error():
     with pytest.raises(ConnectionError, match=r"OpenEnv server http://127\.0\.0\.1:9"):
         openenv_env("http://127.0.0.1:9", name="x", oracle=lambda task: [], timeout_s=2)
+
+
+def guess_server(example, slots):
+    """The example's guessing game served again, holding ``slots`` sessions at once."""
+    from openenv.core.env_server.http_server import create_app
+
+    game = example.SERVER
+    app = create_app(
+        game.GuessEnvironment, game.GuessAction, game.GuessObservation,
+        env_name="guess", max_concurrent_envs=slots,
+    )  # fmt: skip
+    return example.start(app)
+
+
+ORACLE = Agent(version="oracle", model="scripted")
+
+
+def test_a_server_with_fewer_slots_than_the_rollout_gives_the_oracle_full_marks(example):
+    remote = openenv_env(guess_server(example, 2), name="guess-2", oracle=example.oracle)
+    assert remote.max_sessions is None  # nothing said yet: the rollout runs 16 at once
+    tasks = remote.tasks("test", 12)
+    played = rollout(remote, tasks, ORACLE, None, RolloutConfig(concurrency=16), k=2)
+    metrics = summarize(played, k=2)
+    assert metrics.pass_at_1 == 1.0 and metrics.n == 12 and metrics.infrastructure_errors == 0
+    assert remote.max_sessions == 2  # learned from the server's refusal, for later rollouts
+
+
+def test_a_server_that_stays_full_errors_the_episodes_and_they_are_counted_apart(example):
+    from openenv.core.generic_client import GenericEnvClient
+
+    url = guess_server(example, 1)
+    holder = GenericEnvClient(base_url=url).sync()  # another client keeps the only slot
+    holder.reset(split="test", index=0)
+    try:
+        remote = openenv_env(url, name="guess-1", oracle=example.oracle, capacity_wait_s=0.5)
+        with pytest.raises(InfrastructureError, match=r"no free session within 0\.5 s"):
+            remote.session(remote.tasks("test", 1)[0])
+        played = rollout(remote, remote.tasks("test", 3), ORACLE, None, RolloutConfig())
+    finally:
+        holder.close()
+    assert all(t.infrastructure_failed for t in played)
+    assert played[0].error.startswith("infrastructure error: OpenEnv server")
+    metrics = summarize(played, k=1)
+    assert (metrics.n, metrics.infrastructure_errors) == (0, 3)
+
+
+def mcp_server(example):
+    """A standard OpenEnv MCP environment (FastMCP tools) whose results are CallToolResults."""
+    from fastmcp import FastMCP
+    from openenv.core.env_server.http_server import create_app
+    from openenv.core.env_server.mcp_environment import MCPEnvironment
+    from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
+    from openenv.core.env_server.types import Observation, State
+
+    tools = FastMCP("echo")
+
+    @tools.tool()
+    def shout(text: str) -> str:
+        """Shout a text back."""
+        return text.upper()
+
+    @tools.tool()
+    def refuse(text: str) -> str:
+        """Always fails."""
+        raise ValueError(f"cannot take {text!r}")
+
+    class Echo(MCPEnvironment):
+        SUPPORTS_CONCURRENT_SESSIONS = True
+
+        def __init__(self):
+            super().__init__(tools)
+            self._state = State(step_count=0)
+
+        def reset(self, seed=None, episode_id=None, **kwargs):
+            return Observation(done=False, reward=None)
+
+        def _step_impl(self, action, timeout_s=None, **kwargs):
+            return Observation(done=False, reward=None)
+
+        @property
+        def state(self):
+            return self._state
+
+    app = create_app(Echo, CallToolAction, CallToolObservation, env_name="echo")
+    return example.start(app)
+
+
+def test_mcp_tool_results_reach_the_agent_as_their_text(example):
+    pytest.importorskip("fastmcp")
+    pool = TaskPool(test=[TaskSpec("Shout hi.", {"reset": {}})])
+    remote = openenv_env(mcp_server(example), name="echo", oracle=lambda task: [], sample=pool)
+    session = remote.session(remote.tasks("test", 1)[0])
+    try:
+        offered = [t["function"]["name"] for t in session.reset().tools]
+        assert offered == ["shout", "refuse", "finish"]
+        assert session.step(ToolCall("shout", {"text": "hi"})).text == "HI"
+        refused = session.step(ToolCall("refuse", {"text": "hi"}))
+        assert refused.error is not None and "cannot take 'hi'" in refused.error
+    finally:
+        session.close()
+
+
+def test_the_text_of_an_mcp_result_in_either_spelling():
+    result = {"content": [{"type": "text", "text": "one"}, {"type": "image", "data": "..."},
+                          {"type": "text", "text": "two"}], "is_error": False}  # fmt: skip
+    assert tool_result_text(result) == "one\n[image content]\ntwo"
+    with pytest.raises(ToolError, match="no such row"):
+        tool_result_text({"content": [{"type": "text", "text": "no such row"}], "isError": True})
+    assert tool_result_text(8) == "8" and tool_result_text({"a": 1}) == '{"a": 1}'

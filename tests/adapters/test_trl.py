@@ -7,8 +7,11 @@ import pytest
 
 from ratchet.adapters.trl import environment_factory, trl_dataset
 from ratchet.core.records import from_json
-from ratchet.core.task import Task
+from ratchet.core.task import Task, TaskSpec, make_task
+from ratchet.core.trajectory import Observation
 from ratchet.envs.calc import env as calc
+from ratchet.envs.files import env as files
+from ratchet.envs.shop import env as shop
 
 
 def tool_methods(instance):
@@ -40,6 +43,94 @@ def test_the_factory_class_plays_calc_with_typed_tool_methods():
         methods[call.name](**call.arguments)
     assert instance.get_reward() == 1.0
     assert instance.reset() and instance.task.split == "train"  # no row: drawn from the split
+
+
+def trl_parameters(env, tool):
+    """The parameters TRL's schema of ``tool`` holds (transformers' get_json_schema)."""
+    get_json_schema = pytest.importorskip("transformers.utils").get_json_schema
+    return get_json_schema(getattr(environment_factory(env), tool))["function"]["parameters"]
+
+
+def test_patterns_defaults_and_enums_reach_what_trl_sees():
+    cancel = trl_parameters(shop, "cancel_order")["properties"]
+    assert cancel["order_id"]["description"] == (
+        r"The order id. Must match the regular expression ^#?[Ww]\d{7}$."
+    )
+    assert cancel["reason"]["enum"] == ["no longer needed", "ordered by mistake"]
+    returned = trl_parameters(shop, "return_items")["properties"]["item_ids"]
+    assert returned["description"].endswith(
+        r"Each item: Must match the regular expression ^I\d{6}$."
+    )
+    listing = trl_parameters(files, "list_files")
+    assert listing["properties"]["path"]["description"].endswith('Default: ".".')
+    assert "." in listing["properties"]["path"]["enum"] and "required" not in listing
+
+
+ACT = {
+    "type": "function",
+    "function": {
+        "name": "act",
+        "description": "Act.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "count": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 9,
+                    "description": "How many.",
+                },
+                "label": {
+                    "type": "string",
+                    "maxLength": 5,
+                    "default": "x",
+                    "description": "A label.",
+                },
+                "where": {
+                    "type": "object",
+                    "properties": {"row": {"type": "integer"}},
+                    "required": ["row"],
+                    "description": "A place.",
+                },
+            },
+            "required": ["count", "where"],
+        },
+    },
+}
+
+
+class _OneToolSession:
+    def reset(self):
+        return Observation("Do it.", tools=(ACT,))
+
+    def close(self):
+        pass
+
+
+class _OneTool:
+    """An env with one tool whose schema uses keywords TRL's schema has no place for."""
+
+    name, description, version, max_difficulty = "one-tool", "", "1", 1
+
+    def tasks(self, split, n, seed=0, difficulty=None):
+        return [make_task(self.name, TaskSpec("Do it.", {}), difficulty=1, split=split)]
+
+    def session(self, task):
+        return _OneToolSession()
+
+
+def test_bounds_and_lengths_are_stated_and_an_object_argument_s_structure_is_lost():
+    seen = trl_parameters(_OneTool(), "act")
+    assert seen["properties"]["count"] == {
+        "type": "integer",
+        "description": "How many. At least 1. At most 9.",
+    }
+    assert seen["properties"]["label"]["description"] == (
+        'A label. At most 5 characters. Default: "x".'
+    )
+    # Documented loss: TRL sees a dict, without the object's own properties.
+    assert seen["properties"]["where"] == {"type": "object", "description": "A place."}
+    assert seen["required"] == ["count", "where"]
 
 
 @pytest.mark.slow

@@ -332,3 +332,104 @@ def test_improve_runs_to_the_end_and_prints_the_comparison(tmp_path):
     assert result.exit_code == 0, result.output
     assert "final pass@1 95% CI" in result.output and "wilson" in result.output
     assert (tmp_path / "summary.json").exists()
+
+
+def test_a_file_env_imports_the_modules_beside_it(tmp_path):
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "bench_rows.py").write_text("ROWS = [('one', '1'), ('two', '2'), ('three', '3')]\n")
+    (bench / "bench_env.py").write_text(
+        "from bench_rows import ROWS\n"
+        "from ratchet import SimpleEnv, TaskPool, TaskSpec, ToolCall, Verdict\n"
+        "specs = [TaskSpec(f'Write {word} as a digit.', {'d': d}) for word, d in ROWS]\n"
+        "def verify(task, world, answer):\n"
+        "    import bench_rows  # a sibling imported later, inside the env's own code\n"
+        "    return Verdict.of(answer == task.params['d'] and bool(bench_rows.ROWS))\n"
+        "env = SimpleEnv(name='digits', description='', build=lambda t: None,\n"
+        "    sample=TaskPool(train=specs[:1], probe=specs[1:2], test=specs[2:]),\n"
+        "    tools=lambda w: [], verify=verify,\n"
+        "    oracle=lambda t: [ToolCall('finish', {'answer': t.params['d']})])\n"
+    )
+    reference = f"{bench / 'bench_env.py'}:env"
+    listed = runner.invoke(app, ["tasks", reference, "--split", "test", "-n", "1", "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert json.loads(listed.output)["instruction"] == "Write three as a digit."
+    evaluated = runner.invoke(app, ["eval", reference, "--agent", "oracle", "-n", "1", "--json",
+                                    "-q", "--out", str(tmp_path / "eval")])  # fmt: skip
+    assert evaluated.exit_code == 0, evaluated.output
+    assert json.loads(evaluated.stdout.splitlines()[0])["pass@1"] == 1.0
+
+
+SHORT_ENV = '''
+from ratchet.envs.calc import env as _calc
+
+
+class Short:
+    """calc, except that tasks() returns at most two tasks whatever is asked."""
+
+    def __getattr__(self, name):
+        return getattr(_calc, name)
+
+    def tasks(self, *args, **kwargs):
+        return _calc.tasks(*args, **kwargs)[:2]
+
+
+env = Short()
+'''
+
+
+def test_tasks_and_check_stop_on_an_env_that_returns_fewer_tasks_than_asked(tmp_path):
+    (tmp_path / "short.py").write_text(SHORT_ENV)
+    reference = f"{tmp_path / 'short.py'}:env"
+    listed = runner.invoke(app, ["tasks", reference, "-n", "5"])
+    assert listed.exit_code == 2 and "Traceback" not in listed.output
+    assert "returned only 2 tasks, fewer than asked" in " ".join(listed.output.split())
+    checked = runner.invoke(app, ["check", reference, "-n", "5", "--split-draws", "20"],
+                            env={"COLUMNS": "400"})  # fmt: skip
+    assert checked.exit_code == 1 and "returned only 2 tasks, fewer than asked" in checked.output
+    played = runner.invoke(app, ["eval", reference, "--agent", "oracle", "-n", "5", "-q",
+                                 "--out", str(tmp_path / "eval")])  # fmt: skip
+    assert played.exit_code == 2 and "fewer than asked" in " ".join(played.output.split())
+
+
+def test_the_worked_benchmark_port_passes_check_with_its_accepted_findings_shown():
+    port = Path(__file__).parents[2] / "examples" / "miniqa" / "env.py"
+    result = runner.invoke(app, ["check", f"{port}:env", "-n", "6"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    assert "probe holds none at difficulty 2" in result.output
+    assert "1 tasks declare doing nothing correct" in result.output
+    assert "passes 13 of 16 checks, with 3 red-team finding(s) accepted knowingly" in result.output
+    accepted = [line for line in result.output.splitlines() if "│ accepted │" in line]
+    assert len(accepted) == 3 and all("the port keeps it; finding:" in line for line in accepted)
+
+
+LOOSE_ENV = """
+from ratchet import SimpleEnv, TaskPool, TaskSpec, ToolCall, Verdict
+
+specs = [TaskSpec(f"Say word {n}.", {"word": f"w{n}x"}) for n in range(12)]
+env = SimpleEnv(
+    name="loose", description="", build=lambda t: None, tools=lambda w: [],
+    sample=TaskPool(train=specs[:6], probe=specs[6:8], test=specs[8:]),
+    verify=lambda t, w, a: Verdict.of(a is not None and t.params["word"] in a),
+    oracle=lambda t: [ToolCall("finish", {"answer": t.params["word"]})],
+)
+"""
+
+
+def test_check_accepts_a_red_team_finding_only_with_a_reason_and_shows_it(tmp_path):
+    (tmp_path / "loose.py").write_text(LOOSE_ENV)
+    args = ["check", f"{tmp_path / 'loose.py'}:env", "-n", "4", "--split-draws", "20"]
+    wide = {"COLUMNS": "400"}
+    refused = runner.invoke(app, args, env=wide)
+    assert refused.exit_code == 1 and "FAIL" in refused.output
+    accept = ["--accept", "huge answer=the scorer is a substring match",
+              "--accept", "red-team: hedged answer=the scorer is a substring match"]  # fmt: skip
+    accepted = runner.invoke(app, [*args, *accept], env=wide)
+    assert accepted.exit_code == 0, accepted.output
+    assert "accepted: the scorer is a substring match; finding:" in accepted.output
+    assert "2 red-team finding(s) accepted knowingly (red-team: hedged answer, red-team: huge" in (
+        accepted.output
+    )
+    for bad, said in (("huge answer", 'takes CHECK="REASON"'), ("determinism=why", "not one")):
+        result = runner.invoke(app, [*args, "--accept", bad], env=wide)
+        assert result.exit_code == 2 and said in result.output

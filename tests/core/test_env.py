@@ -159,3 +159,32 @@ def test_a_world_whose_first_observation_fails_is_torn_down():
     with pytest.raises(RuntimeError, match="no light"):
         broken.session(broken.tasks("train", 1)[0])
     assert len(torn) == 1
+
+
+def test_the_names_simple_env_took_before_the_rename_still_work_with_a_warning():
+    def describe(trajectory):
+        return None
+
+    with pytest.warns(DeprecationWarning) as caught:
+        env = SimpleEnv(
+            name="toy",
+            description="toy",
+            sample=game,
+            build=lambda task: [],
+            tools=lambda world: [],
+            check=lambda task, world, answer: Verdict.of(answer == "out"),
+            solve=lambda task: [ToolCall("finish", {"answer": "out"})],
+            relabel=describe,
+        )
+    assert [str(w.message).split(" is ")[0] for w in caught] == [
+        "SimpleEnv(check=...)",
+        "SimpleEnv(solve=...)",
+        "SimpleEnv(relabel=...)",
+    ]
+    assert str(caught[0].message).endswith("use verify=...") and caught[0].filename == __file__
+    assert env.describe is describe
+    task = env.tasks("test", 1)[0]
+    assert replay(env, task, env.oracle(task)).passed
+    assert replace(env, name="toy2").oracle(task) == env.oracle(task)
+    with pytest.raises(TypeError, match="needs verify= and oracle="):
+        SimpleEnv(name="x", description="", sample=game, build=lambda t: [], tools=lambda w: [])

@@ -1,4 +1,7 @@
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -142,3 +145,14 @@ def test_eval_and_run_take_ray(tmp_path, cluster):
     assert result.exit_code == 0, result.output
     with Store(tmp_path / "run") as store:
         assert store.count_trajectories() == 3
+
+
+def test_ray_local_starts_its_own_instance_even_with_ray_address_set(tmp_path):
+    # Nothing listens at RAY_ADDRESS: joining it would fail, so passing means a private instance.
+    env = {**os.environ, "RAY_ADDRESS": "127.0.0.1:9"}
+    command = [sys.executable, "-c", "from ratchet.cli import app; app()"]
+    command += ["eval", "calc", "--agent", "oracle", "-n", "2"]
+    command += ["--ray", "local", "--ray-workers", "1", "--json", "-q", "--out", str(tmp_path)]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[0])["pass@1"] == 1.0

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from ratchet.core.agent import Agent
 from ratchet.core.memory import Exemplar, Insight
 from ratchet.core.tool import ToolCall
+from ratchet.core.trajectory import InfrastructureError
 from ratchet.engine.harness import Budget, parse_action, replay, run_episode, system_message
 from ratchet.engine.models.base import Completion
 from ratchet.envs.calc import env
@@ -101,30 +102,54 @@ def test_broken_env_is_recorded_not_raised():
     assert trajectory.verdict is None
 
 
+class _Raising:
+    """A session whose first step raises ``error``."""
+
+    def __init__(self, error):
+        self.error = error
+
+    def reset(self):
+        from ratchet.core.trajectory import Observation
+
+        return Observation("go")
+
+    def step(self, call):
+        raise self.error
+
+    def verify(self):
+        raise AssertionError("not reached")
+
+    def close(self):
+        pass
+
+
+class _RaisingEnv:
+    """An env whose sessions raise ``error`` at the first step, or at the start."""
+
+    name, description, version, max_difficulty = "raising", "", "1", 1
+
+    def __init__(self, error, at_start=False):
+        self.error, self.at_start = error, at_start
+
+    def session(self, task):
+        if self.at_start:
+            raise self.error
+        return _Raising(self.error)
+
+
 def test_a_session_that_raises_is_recorded_not_raised():
-    class Raising:
-        def reset(self):
-            from ratchet.core.trajectory import Observation
-
-            return Observation("go")
-
-        def step(self, call):
-            raise RuntimeError("step exploded")
-
-        def verify(self):
-            raise AssertionError("not reached")
-
-        def close(self):
-            pass
-
-    class Env:
-        name, description, version, max_difficulty = "raising", "", "1", 1
-
-        def session(self, task):
-            return Raising()
-
-    trajectory = run_episode(Env(), TASK, Agent(model="fake"), replies([call_text("x")]))  # type: ignore[arg-type]
+    env = _RaisingEnv(RuntimeError("step exploded"))
+    trajectory = run_episode(env, TASK, Agent(model="fake"), replies([call_text("x")]))  # type: ignore[arg-type]
     assert trajectory.error == "episode failed: RuntimeError: step exploded"
+    assert not trajectory.infrastructure_failed
+
+
+def test_an_infrastructure_error_marks_the_episode_errored_not_failed():
+    for at_start in (True, False):
+        env = _RaisingEnv(InfrastructureError("the server is gone"), at_start)
+        trajectory = run_episode(env, TASK, Agent(model="fake"), replies([call_text("x")]))  # type: ignore[arg-type]
+        assert trajectory.error == "infrastructure error: the server is gone"
+        assert trajectory.infrastructure_failed and trajectory.verdict is None
 
 
 def test_prompt_has_insights_and_demonstrations_before_the_task():

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 
 from ratchet.core.tool import ToolCall
@@ -49,3 +51,19 @@ def test_summarize_groups_samples_by_task_and_difficulty():
 
 def test_empty_input_gives_zeros():
     assert summarize([], k=1).n == 0
+
+
+def test_episodes_lost_to_infrastructure_are_left_out_and_counted_apart():
+    tasks = env.tasks("test", 4)
+    played = [replay(env, t, env.oracle(t)) for t in tasks for _ in range(2)]
+    lost = replace(played[1], verdict=None, steps=(), error="infrastructure error: server full")
+    whole = [played[0], lost, *played[2:]]  # task 0 keeps one sample; every other task two
+    metrics = summarize(whole, k=2)
+    assert metrics.pass_at_1 == 1.0 and metrics.n == 4 and metrics.infrastructure_errors == 1
+    level = tasks[0].difficulty
+    assert metrics.by_difficulty[level].infrastructure_errors == 1
+    assert metrics.to_dict()["infrastructure_errors"] == 1
+    failed = replace(lost, error="episode failed: RuntimeError: boom")
+    assert summarize([played[0], failed, *played[2:]], k=2).pass_at_1 < 1.0  # other crashes fail
+    nothing = summarize([lost], k=1)
+    assert (nothing.n, nothing.infrastructure_errors) == (0, 1)

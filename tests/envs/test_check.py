@@ -183,3 +183,78 @@ def test_null_failures_are_all_counted_and_noop_tasks_are_exempt():
     detail = dict((r.name, r.detail) for r in report.results)
     assert detail["null scores below the oracle"].startswith("5/5 test tasks failed")
     assert "5 tasks declare doing nothing correct" in detail["null scores below the oracle"]
+
+
+class _Short:
+    """calc, except that tasks() returns at most two tasks whatever is asked."""
+
+    def __getattr__(self, name):
+        return getattr(calc, name)
+
+    def tasks(self, *args, **kwargs):
+        return calc.tasks(*args, **kwargs)[:2]
+
+
+def test_an_env_that_returns_fewer_tasks_than_asked_is_named_and_the_check_ends():
+    report = check_env(_Short(), n=20, split_draws=50)
+    details = {r.name: r.detail for r in report.results if not r.passed}
+    assert "returned only 2 tasks, fewer than asked" in details["test tasks"]
+    assert "returned only 2 tasks, fewer than asked" in details["splits disjoint by problem"]
+    # The other checks still ran, on the two tasks it did return.
+    assert {r.name: r.detail for r in report.results}["oracle scores 1"] == (
+        "2/2 test tasks scored 1"
+    )
+
+
+def leveled(split, levels):
+    return [TaskSpec(f"{split} {n}", {"n": f"{split}{n}"}, difficulty=level)
+            for n, level in enumerate(levels)]  # fmt: skip
+
+
+def answer_env(pool, **options):
+    return SimpleEnv(
+        name="pooled",
+        description="say the word",
+        sample=pool,
+        build=lambda task: {},
+        tools=lambda world: [],
+        verify=lambda task, world, answer: Verdict.of(answer == task.params["n"]),
+        oracle=lambda task: [ToolCall("finish", {"answer": task.params["n"]})],
+        **options,
+    )
+
+
+def test_a_pool_whose_dev_split_lacks_a_difficulty_passes_the_split_check_and_says_so():
+    pool = TaskPool(train=leveled("train", [1, 2] * 5), probe=leveled("dev", [1] * 4),
+                    test=leveled("test", [1, 2] * 3))  # fmt: skip
+    detail = check_splits(answer_env(pool), draws=30)
+    assert detail.endswith("none in two splits; probe holds none at difficulty 2")
+    empty = TaskPool(train=leveled("train", [1, 2]), test=leveled("test", [1]))
+    with pytest.raises(ValueError, match="no problem at any difficulty in split probe"):
+        check_splits(answer_env(empty), draws=30)
+
+
+def substring(task, world, answer):
+    """A published scorer's rule: the answer passes if it contains the gold string."""
+    return Verdict.of(answer is not None and task.params["n"] in answer)
+
+
+def test_an_accepted_red_team_finding_is_reported_with_its_reason_and_passes_the_report():
+    pool = TaskPool(train=leveled("train", [1] * 8), probe=leveled("dev", [1] * 4),
+                    test=leveled("test", [1] * 4))  # fmt: skip
+    loose = replace(answer_env(pool), verify=substring)
+    found = {"red-team: hedged answer", "red-team: huge answer"}
+    assert failing(check_env(loose, n=4, split_draws=20)) == found
+    reason = "the benchmark's own scorer passes any answer containing the gold string"
+    report = check_env(loose, n=4, split_draws=20, accept=dict.fromkeys(found, reason))
+    assert report.passed and {r.name for r in report.accepted} == found
+    huge = next(r for r in report.accepted if r.name == "red-team: huge answer")
+    assert not huge.passed and huge.accepted == reason and "passed with the answer" in huge.detail
+    declared = replace(loose, accepted_findings=dict.fromkeys(found, reason))
+    assert check_env(declared, n=4, split_draws=20).accepted == report.accepted
+    partly = check_env(loose, n=4, split_draws=20, accept={"red-team: huge answer": reason})
+    assert not partly.passed and failing(partly) == found
+    with pytest.raises(ValueError, match="only red-team findings can be accepted"):
+        check_env(loose, n=4, split_draws=20, accept={"oracle scores 1": reason})
+    with pytest.raises(ValueError, match="needs a reason"):
+        check_env(loose, n=4, split_draws=20, accept={"red-team: huge answer": " "})

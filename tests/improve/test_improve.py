@@ -552,3 +552,13 @@ def test_flips_alone_would_reject_so_the_flipped_tasks_are_retested(tmp_path):
     html = write_report(tmp_path).read_text()
     assert f"{numbers['flips_pass_to_fail']} (0 confirmed) / 1" in html
     assert "replays each flipped task 4 more times" in html
+
+
+def test_the_summary_and_the_report_list_the_env_s_accepted_red_team_findings(tmp_path):
+    reason = "the scorer of the benchmark, kept as published"
+    accepting = replace(env, accepted_findings={"red-team: huge answer": reason})
+    small = replace(CONFIG, rounds=1, train_tasks=4, train_k=1, test_tasks=4)
+    summary = improve(small, accepting, tmp_path, lambda a, d: learning_model(), log=quiet)
+    assert summary["accepted_findings"] == {"red-team: huge answer": reason}
+    page = write_report(tmp_path).read_text()
+    assert "1 red-team finding(s) accepted knowingly" in page and reason in page

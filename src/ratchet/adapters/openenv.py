@@ -1,15 +1,29 @@
-"""Any OpenEnv environment server as a Ratchet env, over its WebSocket session protocol.
+"""Any OpenEnv environment server as a Ratchet env, through OpenEnv's own client.
 
-Each Ratchet session is one WebSocket connection to ``/ws`` (one environment instance on the
-server): ``reset`` sends ``{"type": "reset", "data": <reset kwargs>}``, each action a
-``{"type": "step", "data": <action>}``, and ``close`` a ``{"type": "close"}``. What the agent
-can call depends on the server:
+Each Ratchet session is one OpenEnv session: a ``GenericEnvClient`` (OpenEnv's ``EnvClient``
+for servers whose action and observation types we do not import) on the server's ``/ws``
+endpoint, reset with the task's reset arguments. What the agent can call depends on the server:
 
 - a tool-calling server (OpenEnv's MCP actions, RFC 003: it answers ``list_tools``) offers its
-  tools, each called as a ``call_tool`` action; Ratchet envs served by
+  tools, each called as a ``call_tool`` action; a tool's result reaches the agent as the text
+  of its MCP ``CallToolResult`` (its text content), not the result's JSON, and a result marked
+  ``is_error`` as an error observation. Ratchet envs served by
   :mod:`ratchet.adapters.openenv_server` are such servers;
 - any other server offers one tool, ``step``, whose parameters are the server's action schema
   (from ``GET /schema``).
+
+OpenEnv's ``MCPToolClient`` is not used: it runs in OpenEnv's production mode only, where tool
+calls go over HTTP ``/mcp`` and carry no reward, and the reward is what Ratchet verifies by.
+The same ``call_tool`` actions go over the session's WebSocket instead, rewards included.
+
+A server holds a limited number of sessions (``max_concurrent_envs``) and refuses the next
+with ``CAPACITY_REACHED``. Opening a session waits for a free one, up to ``capacity_wait_s``:
+the refusal says how many the server holds, which becomes the env's ``max_sessions`` (so later
+rollouts run no more episodes at once) and bounds the sessions this process opens (so waiting
+ones queue here instead of knocking); a refused session retries with a growing pause, for
+slots other clients hold. A server that cannot be reached, stays full past the wait, or drops
+a session raises :class:`~ratchet.core.trajectory.InfrastructureError`: the episode is stored
+as errored and left out of pass@1, never counted as the agent's failure.
 
 Tasks come from the server's Task API (``/{env}/splits``, ``/{env}/tasks``; its ``validation``
 split is Ratchet's ``probe``; each task is reset with its ``split`` and ``index``), or from your
@@ -20,19 +34,28 @@ is the last reward, clipped to [0, 1], and a task passes at ``pass_reward``.
 
 from __future__ import annotations
 
-import contextlib
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from ratchet.adapters.openenv_client import (
+    ACTION_ERRORS,
+    Slots,
+    capacity_of,
+    close,
+    connect,
+    refusal,
+    tool_result_text,
+)
 from ratchet.core.env import FINISH
 from ratchet.core.pool import TaskPool
 from ratchet.core.task import Sampler, Split, Task, TaskSpec, generate_tasks
 from ratchet.core.tool import Tool, ToolCall, ToolError
-from ratchet.core.trajectory import Observation, error_observation
+from ratchet.core.trajectory import InfrastructureError, Observation, error_observation
 from ratchet.core.verdict import Verdict
 
 SERVER_SPLITS: dict[str, Split] = {"train": "train", "validation": "probe", "test": "test"}
@@ -92,7 +115,10 @@ class OpenEnvEnv:
         max_difficulty: Highest difficulty of ``sample``'s tasks.
         version: Bumped whenever tasks or scoring change meaning.
         timeout_s: Longest wait for the server's answer to one message.
-        max_sessions: Connections the server accepts at once (``max_concurrent_envs``).
+        max_sessions: Sessions the server holds at once (``max_concurrent_envs``); learned
+            from the server's first refusal when not given (see the module docstring).
+        capacity_wait_s: Longest a new session waits for the server to have room before its
+            episode is errored (an infrastructure error, left out of pass@1).
     """
 
     url: str
@@ -107,10 +133,13 @@ class OpenEnvEnv:
     version: str = "1"
     timeout_s: float = 30.0
     max_sessions: int | None = None
+    capacity_wait_s: float = 600.0
     _schema: dict[str, Any] | None = field(default=None, init=False, repr=False)
+    _slots: Slots = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.url = self.url.rstrip("/")
+        self._slots = Slots(self.max_sessions)
         if self.sample is None:
             self.sample = _server_pool(self.url, self.timeout_s)
         if isinstance(self.sample, TaskPool):
@@ -135,8 +164,17 @@ class OpenEnvEnv:
         )
 
     def session(self, task: Task) -> OpenEnvSession:
-        """Open a WebSocket session (one environment instance on the server) for ``task``."""
-        return OpenEnvSession(self, task)
+        """Open a session (one environment instance on the server) for ``task`` and reset it.
+
+        Waits up to ``capacity_wait_s`` while the server is full; the wait is not part of
+        the episode's time budget, which starts at ``reset()``.
+
+        Raises:
+            InfrastructureError: If the server cannot be reached or stays full.
+            RuntimeError: If the server refuses to reset the task (its own error).
+        """
+        client, first = self._start(task.params.get("reset", {}))
+        return OpenEnvSession(self, task, client, first)
 
     def oracle(self, task: Task) -> list[ToolCall]:
         """Your plan for ``task``."""
@@ -155,6 +193,48 @@ class OpenEnvEnv:
             }
         return self._schema
 
+    def _start(self, reset: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """A connected client and its reset payload, once the server has room for a session."""
+        deadline = time.monotonic() + self.capacity_wait_s
+        pause_s = 0.05
+        while True:
+            if not self._slots.take(deadline):
+                raise InfrastructureError(self._full())
+            client = connect(self.url, self.timeout_s)
+            try:
+                first = client.reset(**reset)
+                return client, {"observation": first.observation, "reward": first.reward,
+                                "done": first.done}  # fmt: skip
+            except Exception as exc:
+                close(client)
+                self._slots.give_back()
+                code, message = refusal(exc)
+                if code is None or code in ("SESSION_ERROR", "FACTORY_ERROR"):
+                    raise InfrastructureError(f"OpenEnv server {self.url}: {exc}") from None
+                if code != "CAPACITY_REACHED":
+                    raise RuntimeError(
+                        f"OpenEnv server {self.url} refused reset: {message}"
+                    ) from None
+                self._learn(message)
+            if time.monotonic() + pause_s > deadline:
+                raise InfrastructureError(self._full())
+            time.sleep(pause_s)
+            pause_s = min(2 * pause_s, 2.0)
+
+    def _learn(self, refused: str) -> None:
+        """Take the server's size from its refusal: bound this process's sessions by it."""
+        size = capacity_of(refused)
+        if size is None:
+            return
+        self._slots.bound(size)
+        self.max_sessions = size if self.max_sessions is None else min(self.max_sessions, size)
+
+    def _full(self) -> str:
+        return (
+            f"OpenEnv server {self.url} had no free session within {self.capacity_wait_s:g} s "
+            f"(it holds {self.max_sessions or 'an unknown number of'} at once)"
+        )
+
     def judge(self, task: Task, outcome: Outcome) -> Verdict:
         """Apply ``verify_fn``, or score the last reward."""
         if self.verify_fn is not None:
@@ -167,32 +247,25 @@ class OpenEnvEnv:
 
 
 class OpenEnvSession:
-    """One episode: a WebSocket connection to the server's ``/ws`` endpoint."""
+    """One episode: one session on the server, through OpenEnv's client."""
 
-    def __init__(self, env: OpenEnvEnv, task: Task) -> None:
-        from websockets.sync.client import connect
-
+    def __init__(self, env: OpenEnvEnv, task: Task, client: Any, first: dict[str, Any]) -> None:
         self.env, self.task = env, task
-        ws_url = "ws" + env.url.removeprefix("http") + "/ws"
-        try:
-            # Entered as a context manager (websockets 17 wants it), left in close().
-            self._socket = connect(ws_url, open_timeout=env.timeout_s, max_size=1 << 24).__enter__()
-        except Exception as exc:
-            raise ConnectionError(f"cannot open an OpenEnv session at {ws_url}: {exc}") from None
+        self._client = client
+        self._first = first
         self._tools: dict[str, Tool] = {}
         self._last: dict[str, Any] = {}
         self._rewards: list[float] = []
         self._answer: str | None = None
         self._over = False
+        self._closed = False
 
     def reset(self) -> Observation:
-        """Reset the server's environment for the task; offer its tools (or its action)."""
-        first = self._send("reset", self.task.params.get("reset", {}))
-        self._record(first)
-        listed = self._request("step", {"type": "list_tools"})
-        if listed.get("type") == "observation" and "tools" in listed["data"]["observation"]:
-            specs = listed["data"]["observation"]["tools"]
-            self._tools = {spec["name"]: self._remote_tool(spec) for spec in specs}
+        """Offer the server's tools (or its action) with the task and the first observation."""
+        self._record(self._first)
+        listed = self._listed_tools()
+        if listed is not None:
+            self._tools = {spec["name"]: self._remote_tool(spec) for spec in listed}
         else:
             self._tools = {"step": self._action_tool()}
         if FINISH not in self._tools:  # the server has no finish of its own: end it here
@@ -203,12 +276,16 @@ class OpenEnvSession:
                 self._finish_here,
             )
         text = "\n\n".join(
-            t for t in (self.task.instruction, self.env.render(first["observation"])) if t
+            t for t in (self.task.instruction, self.env.render(self._first["observation"])) if t
         )
         return Observation(text, tools=tuple(tool.schema() for tool in self._tools.values()))
 
     def step(self, call: ToolCall) -> Observation:
-        """Send one action; server errors come back as error observations."""
+        """Send one action; the server's refusals of it come back as error observations.
+
+        Raises:
+            InfrastructureError: If the session is lost (the server went away or timed out).
+        """
         if self._over:
             return error_observation("the episode is over; no more calls are taken", done=True)
         tool = self._tools.get(call.name)
@@ -237,11 +314,20 @@ class OpenEnvSession:
         return self.env.judge(self.task, outcome)
 
     def close(self) -> None:
-        """Close the session on the server (idempotent)."""
-        # Already closed, or the server went away: nothing is left to release.
-        with contextlib.suppress(Exception):
-            self._socket.send(json.dumps({"type": "close"}))
-        self._socket.__exit__(None, None, None)
+        """Close the session on the server and free its slot (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            close(self._client)
+            self.env._slots.give_back()
+
+    def _listed_tools(self) -> list[dict[str, Any]] | None:
+        """The server's tools, or ``None`` if it does not take OpenEnv's MCP actions."""
+        try:
+            observation = self._act({"type": "list_tools"})
+        except ToolError:  # an action schema of its own refused the MCP action
+            return None
+        tools = observation.get("tools")
+        return tools if isinstance(tools, list) else None
 
     def _remote_tool(self, spec: dict[str, Any]) -> Tool:
         name = spec["name"]
@@ -253,8 +339,7 @@ class OpenEnvSession:
                 raise ToolError(
                     error.get("message", str(error)) if isinstance(error, dict) else str(error)
                 )
-            result = payload.get("result")
-            return result if isinstance(result, str) else json.dumps(result, default=str)
+            return tool_result_text(payload.get("result"))
 
         schema = spec.get("input_schema") or spec.get("inputSchema") or {"type": "object"}
         return Tool.from_schema(name, spec.get("description") or name, schema, call)
@@ -268,35 +353,27 @@ class OpenEnvSession:
         )
 
     def _act(self, action: dict[str, Any]) -> dict[str, Any]:
-        """Send a step; return its observation payload (raising ToolError on a server error)."""
-        response = self._request("step", action)
-        if response.get("type") == "error":
-            data = response.get("data", {})
-            details = "; ".join(str(e.get("msg", e)) for e in data.get("errors", []))
-            raise ToolError(
-                f"{data.get('message', 'the server refused the action')} {details}".strip()
-            )
-        self._record(response["data"])
-        observation: dict[str, Any] = response["data"]["observation"]
+        """Send a step; return its observation payload.
+
+        Raises:
+            ToolError: If the server refused the action (the agent sees why).
+            InfrastructureError: If the session is lost.
+        """
+        try:
+            result = self._client.step(action)
+        except Exception as exc:
+            code, message = refusal(exc)
+            if code in ACTION_ERRORS:
+                raise ToolError(message) from None
+            raise InfrastructureError(f"OpenEnv server {self.env.url}: {exc}") from None
+        observation: dict[str, Any] = result.observation
+        self._record({"observation": observation, "reward": result.reward, "done": result.done})
         return observation
 
     def _record(self, payload: dict[str, Any]) -> None:
         self._last = payload
         if payload.get("reward") is not None:
             self._rewards.append(float(payload["reward"]))
-
-    def _send(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
-        response = self._request(kind, data)
-        if response.get("type") != "observation":
-            message = response.get("data", {}).get("message", response)
-            raise ConnectionError(f"the OpenEnv server refused {kind}: {message}")
-        payload: dict[str, Any] = response["data"]
-        return payload
-
-    def _request(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
-        self._socket.send(json.dumps({"type": kind, "data": data}))
-        reply: dict[str, Any] = json.loads(self._socket.recv(timeout=self.env.timeout_s))
-        return reply
 
 
 def openenv_env(

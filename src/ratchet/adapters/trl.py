@@ -12,12 +12,23 @@ task record from :func:`trl_dataset`) or, with no row, for the next task drawn f
 
 The tools are read from one session of the env's first task of ``split``, so every task must
 offer the same tools (true of ``SimpleEnv``-made envs).
+
+What TRL's schema of a tool keeps: the argument types (an ``enum`` as a ``Literal``, so it
+stays an ``enum``; an array's item type), which arguments are required, and the descriptions.
+JSON-schema keywords that a type hint cannot carry are stated in the argument's description
+instead (see :data:`STATED`): ``pattern``, ``default``, numeric bounds, string and array
+lengths, ``format``, and the same keywords on an array's items. So the model reads them as text
+and nothing enforces them while it decodes; a call that breaks one is refused by the session
+with a ``bad arguments`` error, as in Ratchet's own harness. Lost entirely: the inner structure
+of an object argument (its ``properties`` and ``required``; TRL sees ``dict``), ``anyOf`` and
+``oneOf`` other than a nullable type, and ``additionalProperties``.
 """
 
 from __future__ import annotations
 
 import inspect
 import itertools
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -30,6 +41,21 @@ if TYPE_CHECKING:
     from datasets import Dataset
 
 RESERVED = ("reset", "get_reward")
+STATED: dict[str, str] = {
+    "pattern": "Must match the regular expression {}.",
+    "format": "Format: {}.",
+    "minimum": "At least {}.",
+    "maximum": "At most {}.",
+    "exclusiveMinimum": "Greater than {}.",
+    "exclusiveMaximum": "Less than {}.",
+    "minLength": "At least {} characters.",
+    "maxLength": "At most {} characters.",
+    "minItems": "At least {} items.",
+    "maxItems": "At most {} items.",
+    "default": "Default: {}.",
+}
+"""JSON-schema keywords a type hint cannot carry, and the sentence that states each in the
+argument's description (where TRL's schema keeps it as text)."""
 _TYPES: dict[str, type] = {
     "string": str,
     "integer": int,
@@ -141,8 +167,7 @@ def _method(name: str, description: str, parameters: dict[str, Any]) -> Callable
                 default=None if optional else inspect.Parameter.empty,
             )
         )
-        text = " ".join(str(schema.get("description") or parameter).split())
-        lines.append(f"    {parameter}: {text}")
+        lines.append(f"    {parameter}: {_described(parameter, schema)}")
 
     def tool(self: Any, **arguments: Any) -> str:
         given = {k: v for k, v in arguments.items() if v is not None or k in required}
@@ -154,6 +179,24 @@ def _method(name: str, description: str, parameters: dict[str, Any]) -> Callable
     tool.__annotations__ = annotations
     tool.__signature__ = inspect.Signature(signature, return_annotation=str)  # type: ignore[attr-defined]
     return tool
+
+
+def _described(parameter: str, schema: dict[str, Any]) -> str:
+    """The argument's description with the constraints TRL's schema cannot hold (one line)."""
+    parts = [str(schema.get("description") or parameter), *_constraints(schema)]
+    items = schema.get("items")
+    if isinstance(items, dict) and (stated := _constraints(items)):
+        parts.append("Each item: " + " ".join(stated))
+    return " ".join(" ".join(parts).split())
+
+
+def _constraints(schema: dict[str, Any]) -> list[str]:
+    # A pattern or format reads best bare; a default as JSON, so "." and 1 stay apart.
+    return [
+        STATED[key].format(value if key in ("pattern", "format") else json.dumps(value))
+        for key, value in schema.items()
+        if key in STATED
+    ]
 
 
 def _python_type(schema: dict[str, Any]) -> Any:

@@ -9,8 +9,10 @@ import typer
 from rich.table import Table
 
 from ratchet.cli.options import EnvRef, console, fail, load_env, parse_split
+from ratchet.core.env import TooFewTasks, draw_tasks
 from ratchet.core.records import to_dict
-from ratchet.envs.check import check_env
+from ratchet.envs.check import CheckResult, check_env
+from ratchet.envs.redteam import RED_TEAM
 from ratchet.envs.registry import EnvLoadError, env_names, make_env
 
 
@@ -40,8 +42,8 @@ def tasks(
     """Print tasks drawn from an env."""
     env = load_env(env_ref)
     try:
-        drawn = env.tasks(parse_split(split), n, seed=seed, difficulty=difficulty)
-    except ValueError as exc:
+        drawn = draw_tasks(env, parse_split(split), n, seed=seed, difficulty=difficulty)
+    except (ValueError, TooFewTasks) as exc:
         fail(str(exc))
     if as_json:
         for task in drawn:
@@ -60,14 +62,62 @@ def check(
     split_draws: Annotated[
         int, typer.Option(min=1, help="Tasks drawn per split and difficulty for the split check.")
     ] = 50,
+    accept: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar='CHECK="REASON"',
+            help="Accept a red-team finding knowingly, with the reason (e.g. --accept 'hedged "
+            "answer=the benchmark scores by substring'); repeatable. It is reported as accepted, "
+            "never hidden; declare accepted_findings on the env to carry it into improve runs.",
+        ),
+    ] = None,
 ) -> None:
     """Check an env: schemas, determinism, oracle, null and forged policies, splits, red team."""
-    report = check_env(load_env(env_ref), n=n, seed=seed, split_draws=split_draws)
+    env = load_env(env_ref)
+    try:
+        report = check_env(
+            env, n=n, seed=seed, split_draws=split_draws, accept=_acceptances(accept or [])
+        )
+    except ValueError as exc:
+        fail(str(exc))
     table = Table("check", "result", "detail", title=f"ratchet check {env_ref}")
     for result in report.results:
-        mark = "[green]pass[/]" if result.passed else "[red]FAIL[/]"
-        table.add_row(result.name, mark, result.detail)
+        table.add_row(result.name, *_shown(result))
     console.print(table)
     if not report.passed:
-        fail(f"{env_ref} fails {sum(not r.passed for r in report.results)} check(s)", code=1)
+        failed = sum(not r.passed and r.accepted is None for r in report.results)
+        fail(f"{env_ref} fails {failed} check(s)", code=1)
+    if report.accepted:
+        reasons: dict[str, list[str]] = {}
+        for result in report.accepted:
+            reasons.setdefault(result.accepted or "", []).append(result.name)
+        said = "; ".join(f"{', '.join(names)}: {reason}" for reason, names in reasons.items())
+        held = len(report.results) - len(report.accepted)
+        console.print(
+            f"[yellow]{env_ref} passes {held} of {len(report.results)} checks, with "
+            f"{len(report.accepted)} red-team finding(s) accepted knowingly ({said})[/]",
+            highlight=False,
+        )
+        return
     console.print(f"[green]{env_ref} passes all {len(report.results)} checks[/]")
+
+
+def _shown(result: CheckResult) -> tuple[str, str]:
+    """The result column and the detail of one check."""
+    if result.accepted is not None:
+        return "[yellow]accepted[/]", f"accepted: {result.accepted}; finding: {result.detail}"
+    return ("[green]pass[/]" if result.passed else "[red]FAIL[/]"), result.detail
+
+
+def _acceptances(given: list[str]) -> dict[str, str]:
+    """``CHECK=REASON`` options as check name to reason (``red-team: `` may be left out)."""
+    accepted = {}
+    for item in given:
+        name, sep, reason = item.partition("=")
+        if not sep or not name.strip() or not reason.strip():
+            fail(f'--accept takes CHECK="REASON"; got {item!r}')
+        name = name.strip()
+        if not name.startswith(RED_TEAM):
+            name = f"{RED_TEAM}: {name}"
+        accepted[name] = reason.strip()
+    return accepted

@@ -32,7 +32,7 @@ from ratchet.cli.options import (
 )
 from ratchet.cli.report import write_report
 from ratchet.core.agent import Agent, load_agent
-from ratchet.core.env import Env
+from ratchet.core.env import Env, TooFewTasks, draw_tasks
 from ratchet.core.records import to_dict
 from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
@@ -106,10 +106,10 @@ def _plan(env_ref: str, options: dict[str, Any], remote: bool = False) -> _Plan:
     pick = build_config(Selection, options)
     try:
         chosen, directory = load_agent(pick.agent, pick.model or "local")
-        tasks = env.tasks(
-            parse_split(pick.split), pick.n, seed=pick.seed, difficulty=pick.difficulty
+        tasks = draw_tasks(
+            env, parse_split(pick.split), pick.n, seed=pick.seed, difficulty=pick.difficulty
         )
-    except ValueError as exc:
+    except (ValueError, TooFewTasks) as exc:
         fail(str(exc))
     if pick.model is not None:
         chosen = replace(chosen, model=pick.model)
@@ -199,15 +199,23 @@ def evaluate(
     else:
         print_metrics(f"ratchet eval {env_ref} --agent {agent} ({split})", metrics)
         console.print(f"report: {page}")
-    _warn_model_errors(played)
+    _warn_errors(played)
 
 
-def _warn_model_errors(played: list[Trajectory]) -> None:
+def _warn_errors(played: list[Trajectory]) -> None:
+    """Say how many episodes ended on a model error, or on an infrastructure error."""
     failed = [t for t in played if t.error and t.error.startswith("model error")]
     if failed:
         errors.print(
             f"[yellow]warning:[/] {len(failed)} of {len(played)} episodes ended on a model "
             f"error; first: {failed[0].error}",
+            highlight=False,
+        )
+    lost = [t for t in played if t.infrastructure_failed]
+    if lost:
+        errors.print(
+            f"[yellow]warning:[/] {len(lost)} of {len(played)} episodes ended on an "
+            f"infrastructure error and are left out of the rates; first: {lost[0].error}",
             highlight=False,
         )
 
@@ -227,6 +235,11 @@ def print_metrics(title: str, metrics: Metrics) -> None:
         f"pass@1 {metrics.pass_at_1:.3f} (95% CI {low:.3f}-{high:.3f}, {metrics.ci_method}); "
         f"{metrics.tokens_per_task:.0f} tokens and {metrics.seconds_per_task:.2f} s per task; "
         f"{metrics.errors_per_episode:.2f} error observations per episode"
+        + (
+            f"; {metrics.infrastructure_errors} episodes left out (infrastructure errors)"
+            if metrics.infrastructure_errors
+            else ""
+        )
     )
 
 
@@ -251,7 +264,7 @@ def run(
         store.finish_run(run_id, "done")
         total = store.count_trajectories(run_id)
     console.print(f"run {run_id}: {len(played)} new episodes, {total} in total, stored in {out}")
-    _warn_model_errors(played)
+    _warn_errors(played)
 
 
 def _run_id(store: Store, settings: dict[str, Any], resume: bool, out: Path) -> str:

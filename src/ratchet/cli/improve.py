@@ -90,6 +90,12 @@ def improve(
             f"first: {errors['first']}",
             highlight=False,
         )
+    for name, reason in summary.get("accepted_findings", {}).items():
+        console.print(
+            f"[yellow]accepted finding:[/] the env's verifier lets the {name} attack through, "
+            f"accepted knowingly: {reason}",
+            highlight=False,
+        )
     console.print(f"summary: {out / 'summary.json'}")
     console.print(f"report: {write_report(out)}")
 

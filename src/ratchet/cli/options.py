@@ -276,8 +276,10 @@ RayAddress = Annotated[
     typer.Option(
         "--ray",
         metavar="ADDRESS",
-        help="Run episodes in Ray actors: local (start Ray here), auto (the cluster this "
-        "machine is in) or the cluster's address (HOST:PORT, ray://HOST:10001).",
+        help="Run episodes in Ray actors: local (a private Ray instance started here, even when "
+        "RAY_ADDRESS is set or a cluster runs on this machine), auto (join the cluster RAY_ADDRESS "
+        "names, else the last `ray start` here) or a cluster's address (HOST:PORT, "
+        "ray://HOST:10001).",
     ),
 ]
 RayWorkers = Annotated[int, typer.Option(min=1, help="Ray env worker actors (with --ray).")]
@@ -305,7 +307,7 @@ def ray_pool(
     options: dict[str, Any] = {"base_url": base_url} if base_url else {}
     if threads is not None:
         options["threads"] = threads
-    config = RayConfig(None if address == "local" else address, workers, episodes)
+    config = RayConfig(address, workers, episodes)
     try:
         pool = RayPool(env_ref, options, config)
     except ImportError:

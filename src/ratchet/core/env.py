@@ -7,19 +7,21 @@ agent's claims; ``env.oracle(task)`` solves a task. Some members are optional:
 env simply gets none), ``problem_key(params)`` says what makes two tasks the same problem
 (default: the canonical JSON of their params), ``task_from_params(params)`` builds a task from
 hidden params someone else wrote, with ``params_schema`` saying what such params look like (the
-``tasks`` lever proposes practice tasks through them), and ``thread_safe`` and
-``max_sessions`` say how the rollout scheduler may run the env's episodes (see
-:func:`thread_safe_of`). Most envs are a handful of typed tool functions over a world object,
-which :class:`SimpleEnv` turns into a full env (see ``docs/envs.md``); a benchmark with a fixed
-list of tasks gives it a :class:`~ratchet.core.pool.TaskPool`.
+``tasks`` lever proposes practice tasks through them), ``thread_safe`` and ``max_sessions``
+say how the rollout scheduler may run the env's episodes (see :func:`thread_safe_of`), and
+``accepted_findings`` names red-team findings accepted knowingly (see
+:func:`accepted_findings_of`). Most envs are a handful of typed tool functions over a world
+object, which :class:`SimpleEnv` turns into a full env (see ``docs/envs.md``); a benchmark
+with a fixed list of tasks gives it a :class:`~ratchet.core.pool.TaskPool`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import InitVar, dataclass, field
+from typing import Any, Generic, NoReturn, Protocol, TypeVar, runtime_checkable
 
 from ratchet.core.pool import TaskPool
 from ratchet.core.task import (
@@ -68,8 +70,8 @@ class Env(Protocol):
     (hindsight: the task, in the same world, that the trajectory's actions would solve),
     ``problem_key(params) -> str``, ``task_from_params(params) -> TaskSpec`` (the task those
     hidden params define, worded by the env; raises ``ValueError`` for params that define no
-    valid task), ``params_schema`` (a JSON schema of such params), ``thread_safe: bool`` and
-    ``max_sessions: int | None``.
+    valid task), ``params_schema`` (a JSON schema of such params), ``thread_safe: bool``,
+    ``max_sessions: int | None`` and ``accepted_findings: Mapping[str, str]``.
 
     Threading contract: each episode runs on its own worker thread, which creates the session
     and makes every call to it; episodes of one env run concurrently, so by default ``session()``
@@ -164,6 +166,52 @@ def max_sessions_of(env: Env) -> int | None:
     """How many of the env's sessions may be open at once (``None``: no limit)."""
     limit = getattr(env, "max_sessions", None)
     return None if limit is None else max(1, int(limit))
+
+
+def accepted_findings_of(env: Env) -> dict[str, str]:
+    """The red-team findings accepted knowingly for the env's verifier: check name to reason.
+
+    A benchmark ported as it is keeps its own reward rule, holes included (a published scorer
+    that passes any answer containing the gold string passes a hedged one too). Declaring such
+    a finding, ``{"red-team: hedged answer": "the benchmark's own substring rule"}``, makes
+    ``check_env`` report it as accepted with the reason instead of failing, and every
+    ``ratchet improve`` run on the env records it in its summary; nothing is accepted silently.
+    """
+    accepted: Mapping[str, str] | None = getattr(env, "accepted_findings", None)
+    return dict(accepted or {})
+
+
+class TooFewTasks(RuntimeError):
+    """An env's ``tasks()`` returned fewer tasks than asked instead of raising ``ValueError``.
+
+    Attributes:
+        returned: The tasks it did return.
+    """
+
+    def __init__(self, message: str, returned: list[Task]) -> None:
+        super().__init__(message)
+        self.returned = returned
+
+
+def draw_tasks(
+    env: Env, split: Split, n: int, seed: int = 0, difficulty: int | None = None
+) -> list[Task]:
+    """``env.tasks(...)``, held to its contract: ``n`` tasks, or the env's ``ValueError``.
+
+    Raises:
+        ValueError: From the env: its split holds fewer than ``n`` problems.
+        TooFewTasks: If the env returned fewer than ``n`` tasks without saying why.
+    """
+    tasks = list(env.tasks(split, n, seed=seed, difficulty=difficulty))
+    if len(tasks) < n:
+        at = f", difficulty={difficulty}" if difficulty is not None else ""
+        raise TooFewTasks(
+            f"{env.name}: tasks({split!r}, {n}, seed={seed}{at}) returned only {len(tasks)} "
+            f"tasks, fewer than asked (an env whose split holds fewer problems should raise "
+            "ValueError saying how many it holds)",
+            tasks,
+        )
+    return tasks
 
 
 def end_episode(text: str) -> Observation:
@@ -284,6 +332,11 @@ def format_result(result: Any) -> str:
 World = TypeVar("World")
 
 
+def _required(*args: Any) -> NoReturn:
+    """Stands in for ``SimpleEnv.verify`` and ``oracle`` until a deprecated name fills them."""
+    raise TypeError("a SimpleEnv needs verify= and oracle=")
+
+
 @dataclass(frozen=True)
 class SimpleEnv(Generic[World]):
     """An env made from plain functions: the quickest way to write one.
@@ -323,6 +376,11 @@ class SimpleEnv(Generic[World]):
         params_schema: JSON schema of the params ``task_from_params`` takes.
         fingerprint: ``fingerprint(world) -> str``: the same text exactly when two worlds are in
             the same state; gives the sessions their optional ``fingerprint()``. ``None``: none.
+        accepted_findings: Red-team findings accepted knowingly for ``verify``, check name to
+            reason (see :func:`accepted_findings_of`).
+        check: Deprecated name of ``verify`` (warns; removed in the next release).
+        solve: Deprecated name of ``oracle`` (warns; removed in the next release).
+        relabel: Deprecated name of ``describe`` (warns; removed in the next release).
     """
 
     name: str
@@ -330,8 +388,8 @@ class SimpleEnv(Generic[World]):
     sample: Sampler | TaskPool
     build: Callable[[Task], World]
     tools: Callable[[World], Sequence[Callable[..., Any] | Tool]]
-    verify: Callable[[Task, World, str | None], Verdict]
-    oracle: Callable[[Task], list[ToolCall]]
+    verify: Callable[[Task, World, str | None], Verdict] = _required
+    oracle: Callable[[Task], list[ToolCall]] = _required
     describe: Describe | None = None
     policy: str = ""
     max_difficulty: int = 0
@@ -345,8 +403,31 @@ class SimpleEnv(Generic[World]):
     task_from_params: FromParams | None = None
     params_schema: dict[str, Any] | None = None
     fingerprint: Callable[[World], str] | None = None
+    accepted_findings: Mapping[str, str] = field(default_factory=dict)
+    check: InitVar[Callable[[Task, World, str | None], Verdict] | None] = None
+    solve: InitVar[Callable[[Task], list[ToolCall]] | None] = None
+    relabel: InitVar[Describe | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(
+        self,
+        check: Callable[[Task, World, str | None], Verdict] | None,
+        solve: Callable[[Task], list[ToolCall]] | None,
+        relabel: Describe | None,
+    ) -> None:
+        renamed = (("check", "verify", check), ("solve", "oracle", solve),
+                   ("relabel", "describe", relabel))  # fmt: skip
+        for old, new, value in renamed:
+            if value is not None:
+                warnings.warn(
+                    f"SimpleEnv({old}=...) is deprecated and goes in the next release; "
+                    f"use {new}=...",
+                    DeprecationWarning,
+                    stacklevel=3,
+                )
+                object.__setattr__(self, new, value)
+        missing = [name for name in ("verify", "oracle") if getattr(self, name) is _required]
+        if missing:
+            raise TypeError(f"SimpleEnv() needs {' and '.join(f'{m}=' for m in missing)}")
         if self.max_difficulty == 0:
             top = self.sample.max_difficulty if isinstance(self.sample, TaskPool) else 5
             object.__setattr__(self, "max_difficulty", top)

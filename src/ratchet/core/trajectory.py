@@ -38,6 +38,20 @@ class Observation:
     error: str | None = None
 
 
+INFRASTRUCTURE_ERROR = "infrastructure error"
+"""How the error of an episode its infrastructure failed begins (:class:`InfrastructureError`)."""
+
+
+class InfrastructureError(RuntimeError):
+    """The world an episode needs could not be reached or kept: not the agent's doing.
+
+    An env's ``session()`` or a session's methods raise it when a server is down, stays full
+    past its wait, or drops the connection. The episode is stored as errored
+    (:attr:`Trajectory.infrastructure_failed`) and left out of pass@1 and every other rate,
+    which count such episodes apart, as they would a backend that failed.
+    """
+
+
 def error_observation(message: str, done: bool = False) -> Observation:
     """Return the observation for a failed action: ``Error: <message>``."""
     return Observation(f"Error: {message}", done=done, error=message)
@@ -227,6 +241,11 @@ class Trajectory:
     def score(self) -> float:
         """The verifier's score, 0 for a crashed episode."""
         return self.verdict.score if self.verdict else 0.0
+
+    @property
+    def infrastructure_failed(self) -> bool:
+        """Whether the episode ended on an infrastructure error (it says nothing of the agent)."""
+        return self.error is not None and self.error.startswith(INFRASTRUCTURE_ERROR)
 
     @property
     def prompt_tokens(self) -> int:

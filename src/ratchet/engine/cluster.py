@@ -94,11 +94,13 @@ class RayConfig:
     """Where and how wide episodes run on Ray.
 
     Attributes:
-        address: The cluster (``auto``, ``HOST:PORT``, ``ray://HOST:10001``); ``None`` joins
-            the cluster this machine is part of, or starts one here.
+        address: ``local`` starts a private Ray instance here, whatever ``RAY_ADDRESS`` or a
+            ``ray start`` on this machine say; ``auto`` joins the cluster ``RAY_ADDRESS`` names
+            or the last ``ray start`` here; ``HOST:PORT`` or ``ray://HOST:10001`` joins that
+            one; ``None`` is Ray's own default: ``auto`` if it finds a cluster, else ``local``.
         workers: Env worker actors.
         episodes_per_worker: Episodes one worker plays at once (threads in its process).
-        num_cpus: CPUs of a cluster started here (``None``: all).
+        num_cpus: CPUs of an instance started here (``None``: all).
     """
 
     address: str | None = None
@@ -137,7 +139,7 @@ class RayPool:
         if not self.ray.is_initialized():
             self.ray.init(
                 address=self.config.address,
-                num_cpus=self.config.num_cpus if self.config.address is None else None,
+                num_cpus=self.config.num_cpus if self.config.address in (None, "local") else None,
                 include_dashboard=False,
                 log_to_driver=False,
             )

@@ -55,7 +55,7 @@ class _SerialEnv:
         self._lock = threading.RLock()
         self.name, self.description = env.name, env.description
         self.version, self.max_difficulty = env.version, env.max_difficulty
-        for optional in ("problem_key", "max_sessions"):
+        for optional in ("problem_key", "max_sessions", "accepted_findings"):
             if hasattr(env, optional):
                 setattr(self, optional, getattr(env, optional))
         describe = getattr(env, "describe", None)

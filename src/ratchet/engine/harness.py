@@ -29,6 +29,8 @@ from ratchet.core.memory import Exemplar, Skill, demonstration
 from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import (
+    INFRASTRUCTURE_ERROR,
+    InfrastructureError,
     Observation,
     Step,
     Trajectory,
@@ -98,12 +100,16 @@ def run_episode(
     episode = _Episode(system_message(agent, task.env), shown, context, skills)
     try:
         session = env.session(task)
+    except InfrastructureError as exc:
+        return crashed(env, task, agent, sample, f"{INFRASTRUCTURE_ERROR}: {exc}")
     except Exception as exc:  # a broken env ends this episode, not the run
         return crashed(env, task, agent, sample, f"env failed to start: {exc!r}")
     try:
         episode.play(session, policy, budget)
     except ModelError:
         raise  # a backend that cannot work at all ends the rollout, not just this episode
+    except InfrastructureError as exc:  # errored, not failed: left out of the rates
+        episode.error = f"{INFRASTRUCTURE_ERROR}: {exc}"
     except Exception as exc:  # sessions and verifiers should not raise; if one does, stop here
         episode.error = f"episode failed: {type(exc).__name__}: {exc}"
     finally:

@@ -43,6 +43,8 @@ class Metrics:
             caller measured it), else the episodes' own working time per task.
         errors_per_episode: Mean error observations per episode.
         by_difficulty: The same numbers per difficulty level.
+        infrastructure_errors: Episodes left out because their infrastructure failed (a
+            server down or full, a lost connection): they say nothing of the agent.
     """
 
     n: int
@@ -57,6 +59,7 @@ class Metrics:
     seconds_per_task: float
     errors_per_episode: float
     by_difficulty: dict[int, Metrics] = field(default_factory=dict)
+    infrastructure_errors: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Return the metrics under the keys ``ratchet eval --json`` prints."""
@@ -73,6 +76,7 @@ class Metrics:
             "seconds_per_task": self.seconds_per_task,
             "errors_per_episode": self.errors_per_episode,
             "by_difficulty": {str(d): m.to_dict() for d, m in sorted(self.by_difficulty.items())},
+            "infrastructure_errors": self.infrastructure_errors,
         }
 
 
@@ -84,8 +88,10 @@ def summarize(
 ) -> Metrics:
     """Compute :class:`Metrics` from trajectories (each task should have ``k`` samples).
 
-    A crashed episode counts as a failure with score 0. Tasks with fewer than ``k`` samples
-    (an interrupted run) use the samples they have, with ``k`` capped at that number.
+    A crashed episode counts as a failure with score 0, except one whose infrastructure failed
+    (:attr:`~ratchet.core.trajectory.Trajectory.infrastructure_failed`): it is left out and
+    counted in ``infrastructure_errors``. Tasks with fewer than ``k`` samples (an interrupted
+    run, or samples left out) use the samples they have, with ``k`` capped at that number.
 
     Args:
         trajectories: The episodes.
@@ -93,12 +99,17 @@ def summarize(
         wall_s: Wall time the evaluation took, if measured (for ``seconds_per_task``).
         per_difficulty: Also compute the metrics per difficulty level.
     """
+    lost = sum(t.infrastructure_failed for t in trajectories)
     by_task: dict[str, list[Trajectory]] = defaultdict(list)
     for trajectory in trajectories:
-        by_task[trajectory.task.id].append(trajectory)
+        if not trajectory.infrastructure_failed:
+            by_task[trajectory.task.id].append(trajectory)
     groups = list(by_task.values())
     if not groups:
-        return Metrics(0, k, 0.0, 0.0, 0.0, 0.0, (0.0, 1.0), "wilson", 0.0, 0.0, 0.0)
+        return Metrics(
+            0, k, 0.0, 0.0, 0.0, 0.0, (0.0, 1.0), "wilson", 0.0, 0.0, 0.0,
+            infrastructure_errors=lost,
+        )  # fmt: skip
     rates = [sum(t.passed for t in g) / len(g) for g in groups]
     at_k = [pass_at_k(len(g), sum(t.passed for t in g), min(k, len(g))) for g in groups]
     hat_k = [pass_hat_k(len(g), sum(t.passed for t in g), min(k, len(g))) for g in groups]
@@ -108,7 +119,7 @@ def summarize(
     levels: dict[int, Metrics] = {}
     if per_difficulty:
         by_level: dict[int, list[Trajectory]] = defaultdict(list)
-        for trajectory in episodes:
+        for trajectory in trajectories:  # the lost ones too: each level counts its own
             by_level[trajectory.task.difficulty].append(trajectory)
         levels = {d: summarize(ts, k, per_difficulty=False) for d, ts in by_level.items()}
     return Metrics(
@@ -124,4 +135,5 @@ def summarize(
         seconds_per_task=(wall_s if wall_s is not None else worked_s) / len(groups),
         errors_per_episode=sum(t.errors for t in episodes) / len(episodes),
         by_difficulty=levels,
+        infrastructure_errors=lost,
     )

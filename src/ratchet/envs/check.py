@@ -6,16 +6,28 @@ credit (for format, say) as long as doing nothing never looks like solving the t
 whose correct outcome is to do nothing declares it (``noop_correct``) and is left out of
 that rule. Every task is checked and every failure counted, so one odd task does not hide the
 rest.
+
+A red-team finding can be accepted knowingly, with a reason (a ported benchmark keeps its own
+reward rule, holes included): the env declares it (``accepted_findings``, see
+:func:`ratchet.core.env.accepted_findings_of`) or the caller passes it (``accept``). The check
+is then reported as accepted, with its finding and the reason, and no longer fails the report.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ratchet.core.env import FINISH, Env, problem_key_of
+from ratchet.core.env import (
+    FINISH,
+    Env,
+    TooFewTasks,
+    accepted_findings_of,
+    draw_tasks,
+    problem_key_of,
+)
 from ratchet.core.records import to_dict
 from ratchet.core.task import SPLITS, Split, Task
 from ratchet.core.tool import ToolCall
@@ -37,11 +49,14 @@ class CheckResult:
         name: Short name of the check.
         passed: Whether it held.
         detail: What was measured, or what went wrong.
+        accepted: Why a red-team finding (a failed red-team check) is accepted knowingly;
+            ``None`` if it is not.
     """
 
     name: str
     passed: bool
     detail: str
+    accepted: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,8 +73,13 @@ class CheckReport:
 
     @property
     def passed(self) -> bool:
-        """Whether every check held."""
-        return all(r.passed for r in self.results)
+        """Whether every check held or is an accepted red-team finding."""
+        return all(r.passed or r.accepted is not None for r in self.results)
+
+    @property
+    def accepted(self) -> tuple[CheckResult, ...]:
+        """The red-team findings accepted knowingly."""
+        return tuple(r for r in self.results if r.accepted is not None)
 
     def text(self) -> str:
         """The report as plain text: one line per check, then the outcome."""
@@ -70,7 +90,13 @@ class CheckReport:
         return "\n".join(lines)
 
 
-def check_env(env: Env, n: int = 200, seed: int = 0, split_draws: int = 50) -> CheckReport:
+def check_env(
+    env: Env,
+    n: int = 200,
+    seed: int = 0,
+    split_draws: int = 50,
+    accept: Mapping[str, str] | None = None,
+) -> CheckReport:
     """Run the conformance checks on ``env``.
 
     Checks: ``n`` distinct test tasks can be drawn; tool schemas are valid; tasks and episodes
@@ -82,7 +108,19 @@ def check_env(env: Env, n: int = 200, seed: int = 0, split_draws: int = 50) -> C
     one check per attack. A check that raises is reported as failed with the exception, never
     propagated; when no test tasks can be drawn, the checks that need them are reported as not
     run.
+
+    Args:
+        env: The env.
+        n: Test tasks to check on.
+        seed: Seed of the draws.
+        split_draws: Tasks drawn per split and difficulty for the split check.
+        accept: Red-team findings accepted knowingly, check name to reason, besides those the
+            env declares (see the module docstring).
+
+    Raises:
+        ValueError: If a finding to accept is not a red-team check, or its reason is empty.
     """
+    accepted = _acceptances(env, accept)
     drawn, tasks = _test_tasks(env, n, seed)
     oracle = _OracleRuns(env)
     on_tasks: list[tuple[str, Callable[[], str]]] = [
@@ -95,8 +133,30 @@ def check_env(env: Env, n: int = 200, seed: int = 0, split_draws: int = 50) -> C
     ]
     results = [drawn, *(_run(name, run, tasks) for name, run in on_tasks)]
     results.append(_run("splits disjoint by problem", lambda: check_splits(env, split_draws, seed)))
-    results += [_run(name, run, tasks) for name, run in red_team_checks(env, tasks)]
+    for name, run in red_team_checks(env, tasks):
+        result = _run(name, run, tasks)
+        reason = accepted.get(name)
+        if reason is not None and not result.passed:
+            result = replace(result, accepted=reason)
+        elif reason is not None:
+            result = replace(result, detail=f"{result.detail} (accepted, but nothing got through)")
+        results.append(result)
     return CheckReport(env.name, tuple(results))
+
+
+def _acceptances(env: Env, given: Mapping[str, str] | None) -> dict[str, str]:
+    """The env's accepted findings and ``given``, checked against the red-team battery."""
+    accepted = {**accepted_findings_of(env), **(given or {})}
+    known = [name for name, _ in red_team_checks(env, [])]
+    for name, reason in accepted.items():
+        if name not in known:
+            raise ValueError(
+                f"only red-team findings can be accepted, and {name!r} is not one; "
+                f"they are: {', '.join(known)}"
+            )
+        if not reason.strip():
+            raise ValueError(f"accepting {name!r} needs a reason")
+    return accepted
 
 
 def _run(name: str, run: Callable[[], str], tasks: list[Task] | None = None) -> CheckResult:
@@ -112,7 +172,9 @@ def _run(name: str, run: Callable[[], str], tasks: list[Task] | None = None) -> 
 def _test_tasks(env: Env, n: int, seed: int) -> tuple[CheckResult, list[Task]]:
     name = "test tasks"
     try:
-        tasks = list(env.tasks("test", n, seed=seed))
+        tasks = draw_tasks(env, "test", n, seed=seed)
+    except TooFewTasks as exc:  # check what there is, but say so
+        return CheckResult(name, False, str(exc)), exc.returned
     except Exception as exc:  # a small pool or a broken sampler is a finding, not a crash
         return CheckResult(name, False, f"could not draw {n} test tasks: {exc}"), []
     problems = {task.problem or problem_key_of(env)(task.params) for task in tasks}
@@ -254,47 +316,63 @@ def _bad_actions(env: Env, task: Task) -> str:
 def check_splits(env: Env, draws: int, seed: int = 0) -> str:
     """Draw ``draws`` tasks per split at each difficulty; no problem key may be in two splits.
 
-    Returns what was drawn.
+    Returns what was drawn, naming the splits that hold no problem at some difficulty (a
+    benchmark's own dev split may lack its hardest level).
 
     Raises:
         AssertionError: Naming a problem found in two splits.
-        ValueError: If a split holds no problem at some difficulty.
+        ValueError: If a split holds no problem at any difficulty.
+        TooFewTasks: If the env returned fewer tasks than asked without raising.
 
     Each call asks for up to 200 distinct tasks; a split with fewer problems than that at some
     difficulty is asked for fewer (down to one), and the draws repeat over seeds.
     """
     key = problem_key_of(env)
     owner: dict[str, str] = {}
+    lacking: dict[Split, list[int]] = {split: [] for split in SPLITS}
     for difficulty in range(1, env.max_difficulty + 1):
         for split in SPLITS:
-            for task in _draws(env, split, difficulty, draws, seed):
+            drawn = _draws(env, split, difficulty, draws, seed)
+            if not drawn:
+                lacking[split].append(difficulty)
+            for task in drawn:
                 problem = key(task.params)
                 if owner.setdefault(problem, split) != split:
                     raise AssertionError(
                         f"problem of task {task.id} (difficulty {difficulty}) is in both "
                         f"{owner[problem]} and {split}: {problem[:120]}"
                     )
+    empty = [split for split, levels in lacking.items() if len(levels) == env.max_difficulty]
+    if empty:
+        raise ValueError(f"no problem at any difficulty in split {', '.join(empty)}")
     distinct = {split: sum(s == split for s in owner.values()) for split in SPLITS}
+    gaps = "; ".join(
+        f"{split} holds none at difficulty {', '.join(map(str, levels))}"
+        for split, levels in lacking.items()
+        if levels
+    )
     return (
         f"{draws} draws per split at each of {env.max_difficulty} difficulties; distinct problems "
         + ", ".join(f"{split} {distinct[split]}" for split in SPLITS)
         + "; none in two splits"
+        + (f"; {gaps}" if gaps else "")
     )
 
 
 def _draws(env: Env, split: Split, difficulty: int, draws: int, seed: int) -> list[Task]:
+    """``draws`` tasks of ``split`` at ``difficulty`` over several calls; none if it holds none."""
     size = min(draws, 200)
     while True:
         try:
-            first = env.tasks(split, size, seed=seed, difficulty=difficulty)
+            first = draw_tasks(env, split, size, seed=seed, difficulty=difficulty)
             break
         except ValueError:
             if size == 1:
-                raise
+                return []
             size //= 2
     drawn = list(first)
     call = 1
     while len(drawn) < draws:
-        drawn += env.tasks(split, size, seed=seed + call, difficulty=difficulty)
+        drawn += draw_tasks(env, split, size, seed=seed + call, difficulty=difficulty)
         call += 1
     return drawn[:draws]

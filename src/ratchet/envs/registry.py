@@ -7,7 +7,9 @@ A third-party package adds envs without touching Ratchet by declaring, in its
     "acme/tickets" = "acme_envs.tickets:env"
 
 Wherever an env name goes, a reference also works: ``package.module:attr`` (importable) or
-``path/to/file.py:attr`` (a file anywhere), so an env in a script needs no registration.
+``path/to/file.py:attr`` (a file anywhere), so an env in a script needs no registration. A
+file's folder is put on ``sys.path`` before it is imported, as ``python path/to/file.py``
+would, so it can import the modules beside it.
 """
 
 from __future__ import annotations
@@ -128,9 +130,13 @@ def load_object(reference: str) -> object:
 
 
 def _load_file(path: Path) -> object:
-    """Import the Python file at ``path`` as a module."""
+    """Import the Python file at ``path`` as a module, its folder first on ``sys.path``."""
     if not path.is_file():
         raise EnvLoadError(f"no env file {path}")
+    # Kept there: the env's code may import its siblings later, inside its functions.
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     name = f"ratchet_user_env_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ratchet.core.agent import Agent
-from ratchet.core.env import Env
+from ratchet.core.env import Env, accepted_findings_of
 from ratchet.core.records import to_dict
 from ratchet.core.trajectory import Trajectory
 from ratchet.improve.gate import GateDecision
@@ -146,5 +146,7 @@ def summary(run: RunDir, env: Env) -> dict[str, Any]:
         "tokens": run.tokens,
         "rollouts": run.episode_count(),
         "model_errors": run.model_errors,
+        # Red-team findings accepted knowingly for the env's verifier: passes may exploit them.
+        "accepted_findings": accepted_findings_of(env),
         "config": to_dict(run.config),
     }

@@ -78,6 +78,7 @@ def improve_page(data: ImproveRun) -> str:
         f" {len(summary['rounds'])} rounds. Every number below is measured on held-out test"
         " tasks that no decision ever saw, unless it says <i>probe</i>.</p></header>",
         privileged_note(data),
+        _accepted_note(summary),
         _cards(data, base_runs, final_runs),
         figure(
             charts.headline_chart(data.base, data.final, f"final ({data.final_version})"),
@@ -96,6 +97,19 @@ def improve_page(data: ImproveRun) -> str:
         _glossary(config),
     ]
     return page(f"Ratchet report: {summary['env']}", "\n".join(sections))
+
+
+def _accepted_note(summary: dict[str, Any]) -> str:
+    """The red-team findings accepted knowingly for the env's verifier, if any."""
+    accepted: dict[str, str] = summary.get("accepted_findings") or {}
+    if not accepted:
+        return ""
+    items = "".join(f"<li>{esc(name)}: {esc(reason)}</li>" for name, reason in accepted.items())
+    return (
+        f'<p class="note"><b>The env\'s verifier has {len(accepted)} red-team finding(s) '
+        "accepted knowingly</b> (an attack <code>ratchet check</code> showed it lets through); "
+        f"passes may include answers that exploit them:</p><ul>{items}</ul>"
+    )
 
 
 def _cards(data: ImproveRun, base_runs: list[Stored], final_runs: list[Stored]) -> str:
