@@ -17,7 +17,10 @@ interpreter with ``-I -S``) which applies, before executing the command:
 - **seccomp**: ``socket()`` for any family but ``AF_UNIX`` and ``io_uring_setup`` fail with
   ``EACCES``, so there is no network even where namespaces are unavailable; so do
   ``connect()``, ``sendmsg()`` and ``sendto()`` to an address, so no Unix socket of the host
-  (a Docker daemon, a session bus) can be reached;
+  (a Docker daemon, a session bus) can be reached; ``add_key``, ``keyctl`` and ``request_key``
+  fail with ``EPERM`` (kernel keyrings are not namespaced), and so do ``unshare``, ``clone``
+  and ``setns`` for any new namespace (``clone3`` with ``ENOSYS``);
+- **a session keyring of its own**, so ``@s`` inside is not the host's;
 - **rlimits**: CPU seconds, address space, processes, open files, file size;
 - a scrubbed environment and the workspace as working directory.
 
