@@ -42,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -244,7 +244,12 @@ class Sandbox:
         remove_tree(str(self.directory))
 
     def run(
-        self, argv: Sequence[str], *, stdin: bytes = b"", limits: Limits | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes = b"",
+        limits: Limits | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> SandboxResult:
         """Run ``argv`` inside the sandbox and return what it produced.
 
@@ -254,6 +259,8 @@ class Sandbox:
             argv: The command and its arguments; the command is looked up on a fixed PATH.
             stdin: Bytes fed to the command's standard input.
             limits: Overrides :attr:`limits` for this run.
+            env: Variables set on top of the scrubbed environment (``HOME`` elsewhere, say);
+                nothing of the host's environment is passed on.
 
         Raises:
             ValueError: If ``argv`` is empty.
@@ -267,7 +274,7 @@ class Sandbox:
         config = {
             "argv": [program, *argv[1:]],
             "cwd": str(self.directory),
-            "env": _scrubbed_env(self.directory),
+            "env": {**_scrubbed_env(self.directory), **(env or {})},
             "limits": asdict(limits),
             "readable_dirs": readable_dirs(),
             "readable_files": [p for p in _SYSTEM_FILES if os.path.exists(p)],
