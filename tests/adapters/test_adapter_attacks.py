@@ -1,5 +1,9 @@
 """The adapters' security battery: each attack found by red-teaming, as a regression test."""
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -112,3 +116,101 @@ def test_a_malformed_task_toml_is_refused_when_the_task_loads(tmp_path, toml, me
         read_task(task_dir)
     with pytest.raises(ValueError, match=message):
         harbor_env(task_dir, name="x")
+
+
+# An MCP server that ignores SIGTERM and the end of its input, with a child of its own in its
+# process group; "mute" never answers the start-up handshake at all.
+STUBBORN_SERVER = """
+import json, os, signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c", "import signal, time; "
+                          "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
+with open(sys.argv[1], "w") as pids:
+    pids.write(f"{os.getpid()} {child.pid}")
+for line in sys.stdin:
+    message = json.loads(line)
+    if sys.argv[2] == "mute" or "id" not in message:
+        continue
+    if message["method"] == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities":
+                  {"tools": {}}, "serverInfo": {"name": "stubborn", "version": "1"}}
+    else:
+        result = {"tools": [{"name": "ping", "inputSchema": {"type": "object"}}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+while True:
+    time.sleep(60)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def _stubborn(tmp_path: Path, mode: str):
+    from ratchet.adapters.mcp import StdioServer
+
+    script = tmp_path / "stubborn.py"
+    script.write_text(STUBBORN_SERVER)
+    pids = tmp_path / "pids"
+    return StdioServer(sys.executable, [str(script), str(pids), mode], grace_s=0.2), pids
+
+
+def _pids(path: Path) -> list[int]:
+    for _ in range(100):  # the server writes them as it starts
+        if path.exists() and path.read_text():
+            return [int(p) for p in path.read_text().split()]
+        time.sleep(0.05)
+    raise AssertionError("the server never started")
+
+
+def test_an_mcp_server_that_ignores_sigterm_and_end_of_input_is_reaped_on_close(tmp_path):
+    from ratchet.adapters.mcp import MCPClient
+
+    server, pids = _stubborn(tmp_path, "answer")
+    client = MCPClient(server, timeout_s=10)
+    assert [t["name"] for t in client.tools] == ["ping"]
+    running = _pids(pids)
+    client.close()
+    assert not any(_alive(pid) for pid in running)
+
+
+def test_an_mcp_server_that_never_finishes_its_handshake_is_reaped(tmp_path):
+    from ratchet.adapters.mcp import MCPClient
+
+    server, pids = _stubborn(tmp_path, "mute")
+    with pytest.raises(ConnectionError, match="failed to start"):
+        MCPClient(server, timeout_s=1)
+    assert not any(_alive(pid) for pid in _pids(pids))
+
+
+HOST = """
+import os, signal, sys
+from ratchet.adapters.mcp import MCPClient, StdioServer
+client = MCPClient(StdioServer(sys.executable, sys.argv[1:]), timeout_s=10)
+print("connected", flush=True)
+if sys.argv[-1] == "killed":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""  # "exits": the interpreter ends without closing the client
+
+
+@pytest.mark.parametrize("how", ["exits", "killed"])
+def test_an_mcp_server_dies_with_its_host_process(tmp_path, how):
+    script = tmp_path / "stubborn.py"
+    script.write_text(STUBBORN_SERVER)
+    pids = tmp_path / "pids"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    host = subprocess.run(
+        [sys.executable, "-c", HOST, str(script), str(pids), "answer", how],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert "connected" in host.stdout, host.stderr
+    running = _pids(pids)
+    for _ in range(100):  # the kernel delivers the parent-death signal as the host goes
+        if not any(_alive(pid) for pid in running):
+            break
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in running)
