@@ -1,5 +1,6 @@
 """The adapters' security battery: each attack found by red-teaming, as a regression test."""
 
+import json
 import os
 import subprocess
 import sys
@@ -214,3 +215,57 @@ def test_an_mcp_server_dies_with_its_host_process(tmp_path, how):
             break
         time.sleep(0.05)
     assert not any(_alive(pid) for pid in running)
+
+
+def _openenv_client(env, **options):
+    pytest.importorskip("openenv")
+    from fastapi.testclient import TestClient
+
+    from ratchet.adapters.openenv_server import openenv_app
+
+    return TestClient(openenv_app(env, tasks_per_split=8, **options))
+
+
+def test_the_openenv_task_api_serves_no_hidden_params():
+    from ratchet.envs.calc import env as calc
+    from ratchet.envs.code import env as code
+
+    for env in (calc, code):
+        client = _openenv_client(env)
+        served = client.post(f"/{env.name}/tasks", json={"split": "test"}).json()["tasks"]
+        one = client.post(f"/{env.name}/task", json={"split": "test", "index": 0}).json()["task"]
+        drawn = env.tasks("test", 8)
+        assert [task["prompt"] for task in served] == [task.instruction for task in drawn]
+        assert [task["id"] for task in served] == [task.id for task in drawn]
+        for listed in (one, *served):
+            assert set(listed) == {"id", "index", "prompt"}, listed
+        # calc's answers and code's hidden-test seeds are nowhere in what a client gets.
+        text = json.dumps([served, one])
+        assert "params" not in text and "test_seed" not in text and "answer" not in text
+
+
+def test_an_openenv_server_with_a_key_refuses_everything_but_health_without_it():
+    from starlette.websockets import WebSocketDisconnect
+
+    from ratchet.envs.calc import env as calc
+
+    client = _openenv_client(calc, api_key="s3cret")
+    assert client.get("/health").status_code == 200
+    for method, path, body in (
+        ("post", "/calc/tasks", {"split": "test"}),
+        ("get", "/calc/splits", None),
+        ("post", "/reset", {}),
+        ("get", "/schema", None),
+        ("get", "/docs", None),
+        ("get", "/openapi.json", None),
+    ):
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret"}):
+            answer = client.request(method, path, json=body, headers=headers)
+            assert answer.status_code == 401, (path, headers, answer.text)
+    with pytest.raises(WebSocketDisconnect), client.websocket_connect("/ws") as socket:
+        socket.receive_json()
+    key = {"Authorization": "Bearer s3cret"}
+    assert client.post("/calc/tasks", json={"split": "test"}, headers=key).status_code == 200
+    with client.websocket_connect("/ws", headers=key) as socket:
+        socket.send_json({"type": "reset", "data": {"split": "test", "index": 0}})
+        assert socket.receive_json()["type"] == "observation"

@@ -93,6 +93,8 @@ class OpenEnvEnv:
         version: Bumped whenever tasks or scoring change meaning.
         timeout_s: Longest wait for the server's answer to one message.
         max_sessions: Connections the server accepts at once (``max_concurrent_envs``).
+        api_key: Sent as ``Authorization: Bearer KEY`` with every request and session, for a
+            server that wants a key (``openenv_app(..., api_key=...)``).
     """
 
     url: str
@@ -107,12 +109,13 @@ class OpenEnvEnv:
     version: str = "1"
     timeout_s: float = 30.0
     max_sessions: int | None = None
+    api_key: str | None = field(default=None, repr=False)
     _schema: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.url = self.url.rstrip("/")
         if self.sample is None:
-            self.sample = _server_pool(self.url, self.timeout_s)
+            self.sample = _server_pool(self)
         if isinstance(self.sample, TaskPool):
             self.max_difficulty = self.sample.max_difficulty
         self.description = self.description or f"the OpenEnv server at {self.url}"
@@ -145,7 +148,7 @@ class OpenEnvEnv:
     def action_schema(self) -> dict[str, Any]:
         """The server's action schema (``GET /schema``), as tool parameters."""
         if self._schema is None:
-            schema = _get(self.url, "/schema", self.timeout_s)["action"]
+            schema = self.call_api("/schema")["action"]
             properties = {k: v for k, v in schema.get("properties", {}).items() if k != "metadata"}
             self._schema = {
                 **{k: v for k, v in schema.items() if k not in ("title", "properties")},
@@ -154,6 +157,30 @@ class OpenEnvEnv:
                 "additionalProperties": False,
             }
         return self._schema
+
+    def headers(self) -> dict[str, str]:
+        """The headers every request and session sends (the key, if there is one)."""
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def call_api(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        """``GET`` ``path`` (``POST`` ``body`` if given) and return the JSON answer.
+
+        Raises:
+            ConnectionError: If the request fails or the server answers with an error.
+        """
+        try:
+            if body is None:
+                response = httpx.get(
+                    self.url + path, headers=self.headers(), timeout=self.timeout_s
+                )
+            else:
+                response = httpx.post(
+                    self.url + path, json=body, headers=self.headers(), timeout=self.timeout_s
+                )
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise ConnectionError(f"OpenEnv server {self.url}: {path} failed: {exc}") from None
+        return response.json()
 
     def judge(self, task: Task, outcome: Outcome) -> Verdict:
         """Apply ``verify_fn``, or score the last reward."""
@@ -176,7 +203,12 @@ class OpenEnvSession:
         ws_url = "ws" + env.url.removeprefix("http") + "/ws"
         try:
             # Entered as a context manager (websockets 17 wants it), left in close().
-            self._socket = connect(ws_url, open_timeout=env.timeout_s, max_size=1 << 24).__enter__()
+            self._socket = connect(
+                ws_url,
+                open_timeout=env.timeout_s,
+                max_size=1 << 24,
+                additional_headers=env.headers(),
+            ).__enter__()
         except Exception as exc:
             raise ConnectionError(f"cannot open an OpenEnv session at {ws_url}: {exc}") from None
         self._tools: dict[str, Tool] = {}
@@ -317,32 +349,20 @@ def openenv_env(
     return OpenEnvEnv(url, name, oracle, sample=sample, verify_fn=verify, **options)
 
 
-def _get(url: str, path: str, timeout_s: float, body: dict[str, Any] | None = None) -> Any:
-    try:
-        if body is None:
-            response = httpx.get(url + path, timeout=timeout_s)
-        else:
-            response = httpx.post(url + path, json=body, timeout=timeout_s)
-        response.raise_for_status()
-    except httpx.HTTPError as exc:
-        raise ConnectionError(f"OpenEnv server {url}: {path} failed: {exc}") from None
-    return response.json()
-
-
-def _server_pool(url: str, timeout_s: float) -> TaskPool:
+def _server_pool(env: OpenEnvEnv) -> TaskPool:
     """The server's own task lists, by split, through its Task API."""
-    names: Sequence[str] = _get(url, "/list_environments", timeout_s)
+    names: Sequence[str] = env.call_api("/list_environments")
     server = names[0]
     splits: dict[Split, list[TaskSpec]] = {}
-    for split in _get(url, f"/{server}/splits", timeout_s):
+    for split in env.call_api(f"/{server}/splits"):
         split_name = split["name"] if isinstance(split, dict) else str(split)
         ours = SERVER_SPLITS.get(split_name)
         if ours is None:
             continue
-        listed = _get(url, f"/{server}/tasks", timeout_s, {"split": split_name})["tasks"]
+        listed = env.call_api(f"/{server}/tasks", {"split": split_name})["tasks"]
         splits[ours] = [_spec(split_name, index, spec) for index, spec in enumerate(listed)]
     if not splits:
-        raise ConnectionError(f"OpenEnv server {url} lists no train, validation or test split")
+        raise ConnectionError(f"OpenEnv server {env.url} lists no train, validation or test split")
     return TaskPool(**splits)
 
 
