@@ -9,9 +9,11 @@ env simply gets none), ``problem_key(params)`` says what makes two tasks the sam
 hidden params someone else wrote, with ``params_schema`` saying what such params look like (the
 ``tasks`` lever proposes practice tasks through them), and ``thread_safe`` and
 ``max_sessions`` say how the rollout scheduler may run the env's episodes (see
-:func:`thread_safe_of`). Most envs are a handful of typed tool functions over a world object,
-which :class:`SimpleEnv` turns into a full env (see ``docs/envs.md``); a benchmark with a fixed
-list of tasks gives it a :class:`~ratchet.core.pool.TaskPool`.
+:func:`thread_safe_of`), and ``attacks`` lists known reward hacks its verifier must fail (see
+:class:`Attack`; ``ratchet check`` plays each). Most envs are a handful of typed tool
+functions over a world object, which :class:`SimpleEnv` turns into a full env (see
+``docs/envs.md``); a benchmark with a fixed list of tasks gives it a
+:class:`~ratchet.core.pool.TaskPool`.
 """
 
 from __future__ import annotations
@@ -67,8 +69,8 @@ class Env(Protocol):
     (hindsight: the task, in the same world, that the trajectory's actions would solve),
     ``problem_key(params) -> str``, ``task_from_params(params) -> TaskSpec`` (the task those
     hidden params define, worded by the env; raises ``ValueError`` for params that define no
-    valid task), ``params_schema`` (a JSON schema of such params), ``thread_safe: bool`` and
-    ``max_sessions: int | None``.
+    valid task), ``params_schema`` (a JSON schema of such params), ``thread_safe: bool``,
+    ``max_sessions: int | None`` and ``attacks`` (a sequence of :class:`Attack`).
 
     Threading contract: each episode runs on its own worker thread, which creates the session
     and makes every call to it; episodes of one env run concurrently, so by default ``session()``
@@ -154,6 +156,30 @@ def max_sessions_of(env: Env) -> int | None:
     """How many of the env's sessions may be open at once (``None``: no limit)."""
     limit = getattr(env, "max_sessions", None)
     return None if limit is None else max(1, int(limit))
+
+
+@dataclass(frozen=True)
+class Attack:
+    """A known way to pass an env's tasks without solving them, which its verifier must fail.
+
+    The generic red-team battery (:mod:`ratchet.envs.redteam`) knows nothing of an env's
+    domain; an env lists the hacks of its own domain here (a function that returns a
+    constant, or sorts its input), and ``ratchet check`` plays each on the env's test tasks as
+    the row ``red-team: NAME``.
+
+    Attributes:
+        name: What the hack does, in a few words.
+        plans: ``plans(task) -> [[ToolCall, ...], ...]``: the whole episodes the hack plays on
+            ``task``, one per attempt; an empty list where it does not apply to the task.
+    """
+
+    name: str
+    plans: Callable[[Task], list[list[ToolCall]]]
+
+
+def attacks_of(env: Env) -> tuple[Attack, ...]:
+    """Return the env's own known reward hacks (none if it lists none)."""
+    return tuple(getattr(env, "attacks", ()))
 
 
 def end_episode(text: str) -> Observation:
@@ -303,6 +329,7 @@ class SimpleEnv(Generic[World]):
             define, worded by the env; raises ``ValueError`` for params that define none.
             ``None``: tasks cannot be proposed for the env.
         params_schema: JSON schema of the params ``task_from_params`` takes.
+        attacks: Known reward hacks of the env's domain that its verifier must fail.
     """
 
     name: str
@@ -324,6 +351,7 @@ class SimpleEnv(Generic[World]):
 
     task_from_params: FromParams | None = None
     params_schema: dict[str, Any] | None = None
+    attacks: tuple[Attack, ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_difficulty == 0:

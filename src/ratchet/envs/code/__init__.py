@@ -23,6 +23,7 @@ from ratchet.core.task import Task, TaskSpec
 from ratchet.core.tool import ToolCall, ToolError
 from ratchet.core.trajectory import Trajectory
 from ratchet.core.verdict import Verdict
+from ratchet.envs.code.attacks import ATTACKS
 from ratchet.envs.code.families import BY_NAME, FAMILIES, Args, Family, Params
 from ratchet.sandbox import Limits, Sandbox, SandboxResult
 from ratchet.sandbox.workspace import WorkspacePathError, entry, read_bytes, write_bytes
@@ -380,7 +381,8 @@ env: SimpleEnv[tuple[CodeWorld, Task]] = SimpleEnv(
     verify=lambda task, state, answer: _check(task, state[0], answer),
     oracle=_solve,
     max_difficulty=5,
-    version="3",
+    version="4",
     teardown=lambda state: _teardown(state[0]),
     describe=_relabel,
+    attacks=ATTACKS,
 )
