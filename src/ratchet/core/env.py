@@ -32,6 +32,7 @@ from ratchet.core.task import (
     TaskSpec,
     canonical_key,
     generate_tasks,
+    split_of,
 )
 from ratchet.core.tool import Tool, ToolCall, ToolError
 from ratchet.core.trajectory import Observation, Trajectory, error_observation
@@ -145,6 +146,21 @@ def problem_key_of(env: Env) -> ProblemKey:
     """Return the env's ``problem_key`` function, or the default canonical-params key."""
     key: ProblemKey = getattr(env, "problem_key", None) or canonical_key
     return key
+
+
+def split_of_params(env: Env, params: dict[str, Any]) -> Split:
+    """The split a problem with these hidden params belongs to in ``env``.
+
+    A fixed pool's own split if the pool (the env's ``sample``) holds the problem, and
+    ``train`` for a problem it does not hold (no held-out task can be it); for a generated env,
+    the split its problem key hashes to. Whatever proposes or relabels training tasks must ask
+    this, not the hash alone: a benchmark's test problem may hash to ``train``.
+    """
+    problem = problem_key_of(env)(params)
+    pool = getattr(env, "sample", None)
+    if isinstance(pool, TaskPool):
+        return pool.split_holding(env.name, problem, problem_key_of(env)) or "train"
+    return split_of(problem)
 
 
 def thread_safe_of(env: Env) -> bool:

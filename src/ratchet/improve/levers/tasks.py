@@ -3,13 +3,16 @@
 The incumbent's failed training episodes are clustered by family, difficulty and kind of error;
 for the largest clusters a proposer writes new tasks as hidden params inside the env's task
 schema (``params_schema``), and the env words each one (``task_from_params``). A proposal is
-used only if it passes validation: the params define a task, its problem key falls in the
-``train`` split (never probe or test), it is not a problem already practised or proposed, it is
-no harder than what is practised, the env's oracle solves it, and both the null policy (finish
-with an empty answer) and a forged claim of success fail it. Rejections are counted by reason.
-Accepted tasks go to the run's curriculum, which mixes them into later rounds, and the
-incumbent practises them at once; its verified successes there (hindsight relabels included)
-become demonstrations in the candidate this lever proposes.
+practised only if it passes validation: the params define a task, its problem belongs to the
+``train`` split (never probe or test: a fixed pool's own splits decide for its problems, see
+:func:`~ratchet.core.env.split_of_params`), it is not a problem already practised or
+proposed, it is no harder than what is practised, and both the null policy (finish with an
+empty answer) and a forged claim of success fail it. The env's oracle is never asked: the
+incumbent practises the valid proposals at once, and a proposal counts (goes to the run's
+curriculum, which mixes it into later rounds) only once one of its verified episodes solves
+it; the others are turned away as ``unsolved in practice``. Rejections are counted by reason.
+The verified successes (hindsight relabels included) become demonstrations in the candidate
+this lever proposes.
 """
 
 from __future__ import annotations
@@ -26,7 +29,14 @@ from typing import Any, Protocol
 import jsonschema
 
 from ratchet.core.agent import Agent
-from ratchet.core.env import FINISH, Env, params_schema_of, problem_key_of, task_builder
+from ratchet.core.env import (
+    FINISH,
+    Env,
+    params_schema_of,
+    problem_key_of,
+    split_of_params,
+    task_builder,
+)
 from ratchet.core.memory import to_exemplar
 from ratchet.core.task import Task, make_task
 from ratchet.core.tool import ToolCall
@@ -192,7 +202,7 @@ class TaskLever:
     """Propose practice tasks aimed at the incumbent's failures, and practise them.
 
     The candidate is the incumbent plus its verified successes on those tasks, as
-    demonstrations; the tasks themselves join the run's curriculum.
+    demonstrations; the tasks it solved join the run's curriculum.
 
     Attributes:
         proposer: Writes the tasks; ``None``: a :class:`ModelProposer` on the reflector (or the
@@ -211,10 +221,12 @@ class TaskLever:
     name: str = "tasks"
 
     def propose(self, context: LeverContext) -> Agent | None:
-        """Return the candidate, or ``None`` without accepted tasks or verified practice.
+        """Return the candidate, or say why there is none.
 
         Raises:
             ValueError: If the env cannot build tasks from params (no ``task_from_params``).
+            NoCandidate: Without a valid proposal, without a way to practise them (no model),
+                or when practice solved none.
         """
         env = context.env
         if task_builder(env) is None:
@@ -226,7 +238,7 @@ class TaskLever:
         proposer = self.proposer or _default_proposer(context)
         known = {t.task.problem for t in context.experience}
         ceiling = max((t.task.difficulty for t in context.experience), default=1)
-        accepted: list[Task] = []
+        valid: list[Task] = []
         rejected: Counter[str] = Counter()
         for index, cluster in enumerate(aims[: self.clusters]):
             request = TaskRequest(
@@ -238,15 +250,18 @@ class TaskLever:
                     rejected[task] += 1
                     continue
                 known.add(task.problem)
-                accepted.append(task)
-        if context.offer_tasks is not None:
-            context.offer_tasks(accepted, rejected)
-        if not accepted:
+                valid.append(task)
+        if not valid or context.play is None:
+            if context.offer_tasks is not None:
+                context.offer_tasks([], rejected)
             reasons = ", ".join(f"{n} {why}" for why, n in sorted(rejected.items()))
-            raise NoCandidate(f"no valid new task ({reasons or 'none proposed'})")
-        if context.play is None:
-            return None
-        return self._candidate(context, accepted, rejected, ceiling)
+            if not valid:
+                raise NoCandidate(f"no valid new task ({reasons or 'none proposed'})")
+            raise NoCandidate(
+                f"{len(valid)} valid new tasks, but none can count: without a model to "
+                "practise them, nothing shows they can be solved"
+            )
+        return self._candidate(context, valid, rejected, ceiling)
 
     def _candidate(
         self, context: LeverContext, tasks: list[Task], rejected: Counter[str], ceiling: int
@@ -254,6 +269,12 @@ class TaskLever:
         assert context.play is not None
         incumbent = context.incumbent
         played = context.play(incumbent, tasks, self.practice_k)
+        solved_ids = {t.task.id for t in played if t.passed and not t.errors}
+        accepted = [task for task in tasks if task.id in solved_ids]
+        if len(accepted) < len(tasks):
+            rejected["unsolved in practice"] += len(tasks) - len(accepted)
+        if context.offer_tasks is not None:
+            context.offer_tasks(accepted, rejected)
         relabelled = relabel_all(context.env, played, incumbent, ceiling).successes
         solved = [t for t in (*played, *relabelled) if t.passed and not t.errors]
         best: dict[str, Trajectory] = {}
@@ -272,7 +293,7 @@ class TaskLever:
             self.name,
             exemplars=(*incumbent.exemplars, *new)[-self.pool_size :],
             notes={
-                "tasks_accepted": len(tasks),
+                "tasks_accepted": len(accepted),
                 "tasks_rejected": dict(sorted(rejected.items())),
                 "practice_passed": sum(t.passed for t in played),
                 "practice_episodes": len(played),
@@ -336,10 +357,12 @@ def validate(
         ceiling: The highest difficulty the task may have.
         target: The difficulty asked for (recorded when the env sets none).
 
+    The env's oracle is not asked: whether the task can be solved is for practice to show.
+
     Returns:
         The task, or the reason for rejecting it: ``invalid params``, ``probe or test
-        problem``, ``duplicate``, ``too hard``, ``oracle fails``, ``null policy passes`` or
-        ``forged claim passes``.
+        problem``, ``duplicate``, ``too hard``, ``null policy passes`` or ``forged claim
+        passes``.
     """
     build = task_builder(env)
     if build is None or not isinstance(params, dict):
@@ -356,6 +379,7 @@ def validate(
         difficulty=target,
         seed=int(digest.hexdigest()[:8], 16),
         problem_key=problem_key_of(env),
+        split=split_of_params(env, spec.params),
     )
     if task.split != "train":
         return "probe or test problem"
@@ -363,17 +387,12 @@ def validate(
         return "duplicate"
     if task.difficulty > ceiling:
         return "too hard"
-    policies = (
-        (env.oracle, True, "oracle fails"),
-        (lambda _: [_finish("")], False, "null policy passes"),
-        (lambda _: [_finish(FORGED_CLAIM)], False, "forged claim passes"),
-    )
-    for policy, want, reason in policies:
+    for answer, reason in (("", "null policy passes"), (FORGED_CLAIM, "forged claim passes")):
         try:
-            passed = replay(env, task, policy(task)).passed
+            passed = replay(env, task, [_finish(answer)]).passed
         except Exception:  # a proposal that breaks the env is not a task
-            passed = not want
-        if passed != want:
+            passed = True
+        if passed:
             return reason
     return task
 
