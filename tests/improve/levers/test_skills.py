@@ -73,9 +73,7 @@ def test_a_skill_is_admitted_only_if_it_executes_on_the_run_s_verified_episodes(
     candidate = SkillLever().propose(context(successes(), tmp_path))
     assert candidate is not None and candidate.lever == "skills"
     assert [s.name for s in candidate.skills] == ["add_then_finish"]
-    assert candidate.notes["skills_rejected"] == [
-        "add_then_finish_broken: 0/4 verified episodes"
-    ]
+    assert candidate.notes["skills_rejected"] == ["add_then_finish_broken: 0/4 verified episodes"]
 
 
 def test_admitting_skills_never_asks_the_oracle(tmp_path):
@@ -126,10 +124,10 @@ def test_known_skills_give_no_new_candidate_and_the_pool_is_capped(tmp_path):
     assert [s.name for s in merge(capped, [twin], 3)][-1] == f"{capped[0].name}_2"
 
 
-def test_retrieval_prefers_skills_of_the_task_family_and_env(tmp_path):
+def test_retrieval_prefers_skills_whose_examples_read_like_the_task_in_its_env(tmp_path):
     mined = mine(successes())
     word = next(t for t in env.tasks("test", 20, difficulty=1) if t.family == "word")
-    only_expression = [replace(s, families=("expression",)) for s in mined[:3]]
-    chosen = select_skills([*only_expression, replace(mined[3], families=("word",))], word, 2)
-    assert chosen[0].families == ("word",)
+    expressions = [replace(s, examples=("Compute 3 + 4.",)) for s in mined[:3]]
+    story = replace(mined[3], examples=(word.instruction.replace("has", "had"),))
+    assert select_skills([*expressions, story], word, 2)[0] == story
     assert select_skills([replace(s, env="shop") for s in mined], word, 4) == ()

@@ -16,10 +16,10 @@ Sources (``source``):
 
 Only ``train``-split problems are ever used: a demonstration's split is recomputed from its
 params (the env's own key function, and a fixed pool's own splits; the split recorded in a
-file is not trusted), so no probe or test problem can reach training. Kept demonstrations are written to
-``demos.jsonl`` in the candidate's directory, for audit. The adapter is trained like ``rft``'s
-(a fresh one on the base weights), on the demonstrations plus the agent's own verified
-successes.
+file is not trusted), so no probe or test problem can reach training. Kept demonstrations are
+written to ``demos.jsonl`` in the candidate's directory, for audit. The adapter is trained
+like ``rft``'s (a fresh one on the base weights), on the demonstrations plus the agent's own
+verified successes.
 """
 
 from __future__ import annotations
