@@ -269,3 +269,26 @@ def test_an_openenv_server_with_a_key_refuses_everything_but_health_without_it()
     with client.websocket_connect("/ws", headers=key) as socket:
         socket.send_json({"type": "reset", "data": {"split": "test", "index": 0}})
         assert socket.receive_json()["type"] == "observation"
+
+
+def test_the_dataset_adapter_warns_when_it_drops_rows_repeated_across_splits():
+    from ratchet.adapters.dataset import RepeatedRows, dataset_env
+
+    def row(n):
+        return {"question": f"What is {n} squared?", "answer": str(n * n)}
+
+    data = {
+        "train": [row(n) for n in range(20)],  # 3 of them are test questions, 2 probe ones
+        "validation": [row(n) for n in (3, 4, 30, 40)],  # one of them a test question
+        "test": [row(n) for n in (0, 1, 2, 40, 41)],
+    }
+    dropped = r"6 rows repeated across splits .*: 5 from train, 1 from probe"
+    with pytest.warns(RepeatedRows, match=dropped):
+        env = dataset_env(data, name="squares")
+    train = {t.params["question"] for t in env.tasks("train", 15)}
+    assert not train & {row(n)["question"] for n in (0, 1, 2, 3, 4)}
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dataset_env({"train": [row(n) for n in range(5)], "test": [row(9)]}, name="clean")

@@ -73,3 +73,39 @@ def test_an_identity_step_does_not_make_a_test_problem_a_training_problem():
                                         ["subtract", 0]]))  # fmt: skip
         disguised = {**task.params, "steps": steps}
         assert calc.problem_key(disguised) == task.problem, (task.params, disguised)
+
+
+def _ported(copies: int):
+    """A dataset port that put ``copies`` of its test questions into training under other params
+    (a source tag): the problem keys differ, the agent sees the same question and answer."""
+    from ratchet.core.env import SimpleEnv
+    from ratchet.core.pool import TaskPool
+    from ratchet.core.task import TaskSpec
+    from ratchet.core.tool import ToolCall
+    from ratchet.core.verdict import Verdict
+
+    def question(n: int, where: str) -> TaskSpec:
+        params = {"question": f"What is {n} squared?", "answer": str(n * n), "source": where}
+        return TaskSpec(f"What is {n} squared?", params)
+
+    test = [question(n, "test") for n in range(36)]
+    train = [question(n, "copied") for n in range(copies)]
+    train += [question(n, "train") for n in range(100, 140)]
+    probe = [question(n, "probe") for n in range(200, 210)]
+    return SimpleEnv(
+        name="ported",
+        description="a dataset port",
+        sample=TaskPool(train=train, probe=probe, test=test),
+        build=lambda task: None,
+        tools=lambda world: [],
+        verify=lambda task, world, answer: Verdict.of(answer == task.params["answer"]),
+        oracle=lambda task: [ToolCall("finish", {"answer": task.params["answer"]})],
+    )
+
+
+def test_check_fails_test_questions_copied_into_training_under_other_params():
+    from ratchet.envs.check import check_splits
+
+    with pytest.raises(AssertionError, match=r"read the same .* and have the same solution"):
+        check_splits(_ported(10), draws=40)
+    assert "none in two splits" in check_splits(_ported(0), draws=40)
