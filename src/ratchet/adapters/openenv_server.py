@@ -25,7 +25,7 @@ import json
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ratchet.core.env import Env, Session, thread_safe_of
+from ratchet.core.env import Env, Session, draw_up_to, thread_safe_of
 from ratchet.core.task import Split, Task
 from ratchet.core.tool import ToolCall
 from ratchet.engine.guard import guarded
@@ -124,25 +124,13 @@ class _Catalog:
             raise IndexError(f"unknown split {split!r}; served: {', '.join(SPLIT_NAMES)}")
         with self._lock:
             if split not in self._lists:
-                self._lists[split] = _largest_draw(
-                    self.env, SPLIT_NAMES[split], self.size, self.seed
-                )
+                self._lists[split] = draw_up_to(self.env, SPLIT_NAMES[split], self.size, self.seed)
             return self._lists[split]
 
     def spec(self, split: str, index: int) -> dict[str, Any]:
         """What a client may know of a task: what its agent will see, and how to start it."""
         task = self.tasks(split)[index]
         return {"id": task.id, "index": index, "prompt": task.instruction}
-
-
-def _largest_draw(env: Env, split: Split, n: int, seed: int) -> list[Task]:
-    """``n`` tasks of ``split``, or as many as a small split holds (halving until it draws)."""
-    while n >= 1:
-        try:
-            return env.tasks(split, n, seed=seed)
-        except ValueError:
-            n //= 2
-    return []
 
 
 def _environment_class(catalog: _Catalog) -> Any:

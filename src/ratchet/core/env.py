@@ -163,6 +163,16 @@ def split_of_params(env: Env, params: dict[str, Any]) -> Split:
     return split_of(problem)
 
 
+def draw_up_to(env: Env, split: Split, n: int, seed: int = 0) -> list[Task]:
+    """``n`` tasks of ``split``, or as many as a small split holds (halving until it draws)."""
+    while n >= 1:
+        try:
+            return env.tasks(split, n, seed=seed)
+        except ValueError:
+            n //= 2
+    return []
+
+
 def thread_safe_of(env: Env) -> bool:
     """Whether the env's sessions may be called from several threads at once (default yes)."""
     return bool(getattr(env, "thread_safe", True))

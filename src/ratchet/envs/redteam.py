@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ratchet.core.env import FINISH, Attack, Env, attacks_of
+from ratchet.core.env import FINISH, Attack, Env, attacks_of, draw_up_to
 from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Trajectory
@@ -94,22 +94,12 @@ def red_team_checks(env: Env, tasks: list[Task]) -> list[Check]:
     ]
     checks.append((f"{RED_TEAM}: path escape", lambda: _escape(env, tasks, symlinks=False)))
     checks.append((f"{RED_TEAM}: symlink escape", lambda: _escape(env, tasks, symlinks=True)))
-    drawn = functools.cache(lambda: _largest_draw(env, ATTACK_DRAW))
+    drawn = functools.cache(lambda: draw_up_to(env, "test", ATTACK_DRAW))
     checks += [
         (f"{RED_TEAM}: {attack.name}", functools.partial(_play, env, attack, drawn))
         for attack in attacks_of(env)
     ]
     return checks
-
-
-def _largest_draw(env: Env, n: int) -> list[Task]:
-    """``n`` test tasks, or as many as a small test split holds (halving until it draws)."""
-    while n >= 1:
-        try:
-            return env.tasks("test", n)
-        except ValueError:
-            n //= 2
-    return []
 
 
 def _play(env: Env, attack: Attack, drawn: Callable[[], list[Task]]) -> str:
