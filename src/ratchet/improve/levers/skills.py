@@ -329,7 +329,7 @@ def check_skill(
 
 
 def _substitute(skill: Skill, calls: Sequence[Step]) -> list[ToolCall] | None:
-    """The oracle's calls with the first run matching ``skill`` replaced by one skill call."""
+    """An episode's calls with the first run matching ``skill`` replaced by one skill call."""
     width = len(skill.steps)
     for start in range(len(calls) - width + 1):
         arguments = match(skill, calls[start : start + width])
