@@ -1,18 +1,17 @@
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 
 from ratchet.core.agent import Agent
 from ratchet.core.memory import Exemplar
-from ratchet.core.tool import ToolCall
+from ratchet.core.trajectory import Exploration
 from ratchet.engine.harness import Budget
 from ratchet.engine.models import ModelError
 from ratchet.engine.models.base import Completion
 from ratchet.engine.models.fake import FakeModel
-from ratchet.engine.rollout import Exploration, RolloutConfig, drawn_tool, rollout
+from ratchet.engine.rollout import RolloutConfig, rollout
 from ratchet.envs.calc import env
-from ratchet.envs.grid import env as grid
 
 
 def oracle_reply(prompt, rng):
@@ -173,7 +172,26 @@ def test_a_loaded_machine_slows_episodes_down_instead_of_truncating_them():
     assert all(len(t.steps) == 4 and t.seconds < 0.4 for t in result)
 
 
-def test_each_episode_can_sample_at_its_own_temperature_in_one_batch():
+@dataclass(frozen=True)
+class HotSteering:
+    """A steering that samples its episode at its own temperature and says so."""
+
+    temperature: float
+
+    def wrap(self, policy):
+        steering = self
+
+        class Steered:
+            def __call__(self, prompt, turn):
+                return policy(replace(prompt, temperature=steering.temperature), turn)
+
+            def record(self):
+                return Exploration(strategy="hot", temperature=steering.temperature)
+
+        return Steered()
+
+
+def test_a_steering_wraps_each_episode_policy_and_leaves_its_record():
     seen = []
 
     def reply(prompt, rng):
@@ -191,197 +209,21 @@ def test_each_episode_can_sample_at_its_own_temperature_in_one_batch():
         model,
         RolloutConfig(concurrency=4),
         k=2,
-        explore=lambda task, sample: Exploration(temperatures[(task.id, sample)]),
+        steer=lambda task, sample: HotSteering(temperatures[(task.id, sample)]),
     )
-    assert [t.metadata["temperature"] for t in result] == [
+    assert [t.exploration.temperature for t in result] == [
         temperatures[(t.task.id, t.sample)] for t in result
     ]
+    assert {t.exploration.strategy for t in result} == {"hot"}
     assert set(seen) == set(temperatures.values())
     assert max(model.batches) == 4  # mixed temperatures still share a batch
     plain = rollout(env, TASKS[:1], Agent(model="fake"), BatchedFake(reply=oracle_reply))
-    assert "temperature" not in plain[0].metadata
-
-
-def explore_once(task, exploration):
-    """Play ``task`` once with the oracle's replies; return the prompts and the episode."""
-    prompts = []
-
-    def reply(prompt, rng):
-        prompts.append(prompt)
-        return oracle_reply(prompt, rng)
-
-    model = BatchedFake(reply=reply)
-    (episode,) = rollout(env, [task], Agent(model="fake"), model, explore=lambda t, s: exploration)
-    return prompts, episode
-
-
-def test_an_episode_exploring_past_finish_is_offered_finish_only_after_its_calls():
-    task = next(t for t in TASKS if len(env.oracle(t)) == 3)  # two calls, then finish
-    prompts, result = explore_once(task, Exploration(0.9, min_calls=2))
-    first, second, third = (p.allowed_tools for p in prompts)
-    assert first and "finish" not in first and second == first
-    assert third is None and result.passed
-    assert result.metadata == {**result.metadata, "temperature": 0.9, "min_calls": 2}
-
-
-def test_an_episode_exploring_a_first_tool_opens_with_that_tool_and_then_chooses_freely():
-    task = TASKS[0]
-    callable_tools = sorted(n for n in env.session(task).tools if n != "finish")
-    opening = env.oracle(task)[0].name
-    index = 2 * (callable_tools.index(opening) + len(callable_tools)) + 1  # odd: any; wraps
-    prompts, result = explore_once(task, Exploration(first_tool=index))
-    assert prompts[0].allowed_tools == (opening,)
-    assert all(p.allowed_tools is None for p in prompts[1:]) and result.passed
-    assert result.metadata["first_tool"] == opening
-    plain = rollout(env, [task], Agent(model="fake"), BatchedFake(reply=oracle_reply))
-    assert "first_tool" not in plain[0].metadata
-
-
-def test_an_episode_exploring_a_last_tool_makes_its_last_call_before_finish_with_that_tool():
-    task = next(t for t in TASKS if len(env.oracle(t)) == 3)  # two calls, then finish
-    callable_tools = sorted(n for n in env.session(task).tools if n != "finish")
-    ending = env.oracle(task)[1].name
-    index = 2 * callable_tools.index(ending) + 1  # odd: any tool
-    prompts, result = explore_once(task, Exploration(min_calls=2, last_tool=index))
-    first, second, third = (p.allowed_tools for p in prompts)
-    assert first and "finish" not in first and ending in first and len(first) > 1
-    assert second == (ending,) and third is None and result.passed
-    assert result.metadata["last_tool"] == ending and "first_tool" not in result.metadata
-    # Without a call past the first to make, the last call before finish is the first.
-    prompts, result = explore_once(task, Exploration(last_tool=index))
-    assert prompts[0].allowed_tools == (ending,) and prompts[1].allowed_tools is None
-    assert result.metadata["last_tool"] == ending
-
-
-def test_a_first_tool_wins_where_it_and_a_last_tool_fall_on_the_first_call():
-    task = TASKS[0]
-    callable_tools = sorted(n for n in env.session(task).tools if n != "finish")
-    opening = env.oracle(task)[0].name
-    index = 2 * callable_tools.index(opening) + 1
-    prompts, result = explore_once(task, Exploration(first_tool=index, last_tool=index + 2))
-    assert prompts[0].allowed_tools == (opening,)
-    assert result.metadata["first_tool"] == opening and "last_tool" not in result.metadata
-
-
-def test_calls_to_tools_without_arguments_do_not_count_towards_the_calls_before_finish():
-    task = grid.tasks("train", 1, seed=0, difficulty=2)[0]
-    plan = grid.oracle(task)  # two actions, then finish
-    callable_tools = sorted(n for n in grid.session(task).tools if n != "finish")
-    prompts = []
-
-    def reply(prompt, rng):
-        prompts.append(prompt)
-        step = sum(m["role"] == "tool" for m in prompt.messages)
-        call = ToolCall("look", {}) if step == 0 else plan[step - 1]  # a look, then the plan
-        return json.dumps({"name": call.name, "arguments": call.arguments})
-
-    index = 2 * callable_tools.index(plan[1].name) + 1  # odd: any tool
-    (episode,) = rollout(
-        grid,
-        [task],
-        Agent(model="fake"),
-        BatchedFake(reply=reply),
-        explore=lambda t, s: Exploration(min_calls=2, last_tool=index),
-    )
-    looked, first, last, then = (p.allowed_tools for p in prompts)
-    assert "finish" not in looked and first == looked  # the look left two acting calls
-    assert last == (plan[1].name,) and then is None and episode.passed
-    assert episode.metadata["last_tool"] == plan[1].name
-
-
-def test_every_second_drawn_tool_is_one_the_task_names_by_its_verb():
-    tools = dict.fromkeys(["delete_file", "list_files", "move_file", "read_file"], "A tool.")
-    task = "In the workspace: Move a.log into logs/; delete b.tmp."
-    assert {drawn_tool(tools, task, draw) for draw in range(0, 8, 2)} == {
-        "delete_file",
-        "move_file",
-    }
-    assert [drawn_tool(tools, task, draw) for draw in range(1, 9, 2)] == list(tools)
-    assert [drawn_tool(tools, "What is 2 + 3?", draw) for draw in range(8)] == [
-        tool for tool in tools for _ in range(2)
-    ]
-
-
-def test_a_drawn_tool_is_also_named_by_the_first_word_of_its_description():
-    tools = {
-        "look": "Describe the room.",
-        "move": "Walk through a door.",
-        "take": "Pick up an item.",
-    }
-    task = "Find the wood and pick it up."
-    assert {drawn_tool(tools, task, draw) for draw in range(0, 8, 2)} == {"take"}
-    assert {drawn_tool(tools, task, draw) for draw in range(1, 9, 2)} == set(tools)
-
-
-def test_an_episode_skipping_repeats_never_calls_an_argument_free_tool_twice_in_a_row():
-    task = grid.tasks("train", 1, difficulty=1)[0]
-    allowed = []
-
-    def looker(prompt, rng):  # looks whenever it may, else checks its inventory
-        allowed.append(prompt.allowed_tools)
-        name = "look" if prompt.allowed_tools is None or "look" in prompt.allowed_tools else ""
-        return json.dumps({"name": name or "inventory", "arguments": {}})
-
-    agent = Agent(model="fake", max_turns=4)
-    (skipping,) = rollout(
-        grid,
-        [task],
-        agent,
-        BatchedFake(reply=looker),
-        explore=lambda t, s: Exploration(skip_repeats=True),
-    )
-    assert [c.name for c in skipping.calls] == ["look", "inventory", "look", "inventory"]
-    assert allowed[0] is None and "look" not in allowed[1] and "inventory" not in allowed[2]
-    assert {"move", "finish"} <= set(allowed[1]) and skipping.metadata["skip_repeats"] is True
-    (looping,) = rollout(
-        grid, [task], agent, BatchedFake(reply=looker), explore=lambda t, s: Exploration()
-    )
-    assert [c.name for c in looping.calls] == ["look"] * 4
-
-
-def test_an_episode_copying_its_arguments_is_offered_the_spans_of_its_conversation():
-    task = TASKS[0]
-    prompts, result = explore_once(task, Exploration(copy_arguments=True))
-    spans = [p.copy_spans for p in prompts]
-    numbers = [str(n) for n in [task.params["start"], *(b for _, b in task.params["steps"])]]
-    assert all(number in spans[0] for number in numbers)
-    first_result = result.steps[0].observation.text
-    assert first_result in spans[1] and first_result not in spans[0]
-    assert result.metadata["copy_arguments"] is True and result.passed
-    assert all(p.once_spans == () for p in prompts)  # no spending, no limit
-    plain = rollout(env, [task], Agent(model="fake"), BatchedFake(reply=oracle_reply))
-    assert "copy_arguments" not in plain[0].metadata
-
-
-def test_an_episode_spending_values_is_never_offered_one_an_earlier_call_passed():
-    task = TASKS[3]  # (((19 * 8) + 50) * 7) + 7: four calls, the 7 passed twice
-    exploration = Exploration(copy_arguments=True, chain=True, fresh=True)
-    prompts, result = explore_once(task, exploration)
-    first_call = env.oracle(task)[0]
-    spent = {str(v) for v in first_call.arguments.values()}
-    assert spent <= set(prompts[0].copy_spans or ())
-    assert not spent & set(prompts[1].copy_spans or ())
-    assert result.steps[0].observation.text in (prompts[1].copy_spans or ())
-    assert "7" in (prompts[3].copy_spans or ())  # given twice, passed once so far
-    # Values left once are marked, so a chained call passes the result in one argument only.
-    assert result.steps[0].observation.text in prompts[1].once_spans
-    assert "7" not in prompts[0].once_spans and "7" in prompts[3].once_spans
-    assert result.passed and result.metadata["fresh"] is True  # the oracle's plan still fits
-
-
-def test_an_episode_chaining_its_calls_takes_up_each_successful_result():
-    task = next(t for t in TASKS if len(env.oracle(t)) == 3)  # two calls, then finish
-    prompts, result = explore_once(task, Exploration(copy_arguments=True, chain=True))
-    chains = [p.chain_spans for p in prompts]
-    assert chains[0] is None  # nothing to take up before the first result
-    for step, chain in zip(result.steps, chains[1:], strict=False):
-        assert step.observation.text in (chain or ())
-    assert result.metadata["chain"] is True and result.passed
-    (unchained,) = rollout(
+    assert plain[0].exploration is None
+    unsteered = rollout(
         env,
-        [task],
+        TASKS[:1],
         Agent(model="fake"),
         BatchedFake(reply=oracle_reply),
-        explore=lambda t, s: Exploration(chain=True),  # no copying, no chaining
+        steer=lambda t, s: None,
     )
-    assert "chain" not in unchained.metadata
+    assert unsteered[0].exploration is None

@@ -2,6 +2,7 @@ from dataclasses import replace
 
 import pytest
 
+from ratchet.core.trajectory import Exploration
 from ratchet.core.verdict import Verdict
 from ratchet.engine.harness import replay
 from ratchet.envs.calc import env
@@ -17,8 +18,10 @@ TASKS = env.tasks("train", 4, difficulty=1)
 TEMPLATE = replay(env, TASKS[0], [])
 
 
-def episode(task, passed, **metadata):
-    return replace(TEMPLATE, task=task, verdict=Verdict.of(passed), metadata=metadata)
+def episode(task, passed, exploration=None, **metadata):
+    return replace(
+        TEMPLATE, task=task, verdict=Verdict.of(passed), metadata=metadata, exploration=exploration
+    )
 
 
 def test_a_task_rate_is_shrunk_toward_its_family_and_level():
@@ -42,10 +45,14 @@ def test_hindsight_replays_and_crashes_are_not_counted():
     assert rates.levels == {} and rates.task(TASKS[0]) is None
 
 
-def test_episodes_with_a_drawn_call_are_not_the_agents_own_and_are_not_counted():
-    own = [episode(TASKS[0], True) for _ in range(2)]
-    drawn = [episode(TASKS[0], False, last_tool="add"), episode(TASKS[0], False, first_tool="add")]
-    rates = SuccessRates.of(own + drawn)
+def test_steered_or_branched_episodes_are_not_the_agents_own_and_are_not_counted():
+    own = [episode(TASKS[0], True), episode(TASKS[0], True, Exploration(temperature=0.9))]
+    steered = [
+        episode(TASKS[0], False, Exploration(strategy="drawn")),
+        episode(TASKS[0], False, Exploration(parent=0, branch_turn=1)),
+        episode(TASKS[0], False, hindsight=True),
+    ]
+    rates = SuccessRates.of(own + steered)
     assert rates.levels == {1: (2, 2)} and rates.tasks == {TASKS[0].id: (2, 2)}
 
 

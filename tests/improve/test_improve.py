@@ -271,7 +271,7 @@ def test_a_candidate_keeps_the_incumbents_adapter_by_a_relative_path(tmp_path):
         assert path is None or path.resolve().is_dir()
         return learning_model(unskilled=0.95) if path else learning_model()
 
-    config = replace(CONFIG, levers=("rft", "exemplars"))
+    config = replace(CONFIG, levers=("rft", "exemplars"), explore="off")
     levers = [AddsAdapter(), ExemplarLever()]
     improve(config, env, tmp_path, backend, log=quiet, levers=levers)
     child = load_agent(str(tmp_path / "agents" / "v4"))[0]
@@ -399,9 +399,9 @@ def test_exploration_picks_temperatures_per_task_and_the_round_says_why(tmp_path
     assert second["curriculum"]["probe"]  # the incumbent's probe rates from round 1
     with Store(tmp_path) as store:
         train = [t for _, t in store.trajectories(split="train") if not t.metadata.get("hindsight")]
-    assert all("temperature" in t.metadata for t in train)
+    assert all(t.exploration is not None for t in train)
     fixed = improve(
-        replace(config, rounds=1, explore_temperature=0.6),
+        replace(config, rounds=1, search=replace(config.search, temperature=0.6)),
         env,
         tmp_path / "fixed",
         lambda a, d: learning_model(),
@@ -491,77 +491,29 @@ def explored(config, directory):
     return summary, train, held_out
 
 
-def test_every_second_training_sample_explores_past_finish_and_probe_never_does(tmp_path):
+def test_tasks_no_sample_solved_are_searched_and_probe_and_test_are_never_steered(tmp_path):
     config = replace(CONFIG, rounds=1)
-    summary, train, held_out = explored(config, tmp_path / "on")
-    assert {t.metadata.get("min_calls") for t in train if t.sample % 2 == 0} == {None}
-    assert all(t.metadata["min_calls"] == t.task.difficulty for t in train if t.sample % 2)
-    assert not any("min_calls" in t.metadata for t in held_out)
-    past = summary["rounds"][0]["past_finish"]
-    assert past[1] == sum(1 for t in train if t.sample % 2) and 0 <= past[0] <= past[1]
-    _, train, held_out = explored(replace(config, explore_past_finish=False), tmp_path / "off")
-    assert not any("min_calls" in t.metadata for t in [*train, *held_out])
-
-
-def test_the_guided_share_sets_how_many_samples_of_a_task_explore_past_finish(tmp_path):
-    with pytest.raises(ValueError, match="from 0 to 1"):
-        replace(CONFIG, explore_guided_share=1.5)
-    config = replace(CONFIG, rounds=1, train_k=4)
-    for share, guided in ((1.0, {0, 1, 2, 3}), (0.25, {3}), (0.0, set())):
-        _, train, held_out = explored(
-            replace(config, explore_guided_share=share), tmp_path / f"{share}"
-        )
-        assert {t.sample for t in train if "min_calls" in t.metadata} == guided
-        assert not any("min_calls" in t.metadata for t in held_out)
-
-
-def test_with_explore_last_tool_every_second_guided_sample_ends_with_a_drawn_tool(tmp_path):
-    config = replace(CONFIG, rounds=1, train_k=4, explore_last_tool=True)
-    for share, ended in ((1.0, {1, 3}), (0.5, {3})):
-        summary, train, held_out = explored(
-            replace(config, explore_guided_share=share), tmp_path / f"{share}"
-        )
-        drawn = [t for t in train if "last_tool" in t.metadata]
-        assert {t.sample for t in drawn} == ended
-        tools = {name for name in env.session(drawn[0].task).tools if name != "finish"}
-        assert all(t.metadata["last_tool"] in tools for t in drawn)  # the fake ignores it
-        assert len({t.metadata["last_tool"] for t in drawn}) > 1  # drawn, not one fixed tool
-        assert not any("last_tool" in t.metadata for t in held_out)
-        assert summary["rounds"][0]["last_tool"][1] == len(drawn)
-
-
-def test_with_explore_first_tool_every_second_training_sample_opens_with_a_drawn_tool(tmp_path):
-    config = replace(CONFIG, rounds=1, explore_first_tool=True)
-    summary, train, held_out = explored(config, tmp_path)
-    varied = [t for t in train if t.sample % 2]
-    assert not any("first_tool" in t.metadata for t in train if t.sample % 2 == 0)
-    tools = {name for name in env.session(varied[0].task).tools if name != "finish"}
-    assert all(t.metadata["first_tool"] in tools for t in varied)  # the fake ignores it
-    assert len({t.metadata["first_tool"] for t in varied}) > 1  # drawn, not one fixed tool
-    assert not any("first_tool" in t.metadata for t in held_out)
-    assert summary["rounds"][0]["first_tool"][1] == len(varied)
-
-
-def test_with_explore_copy_arguments_every_second_training_sample_copies_them(tmp_path):
-    config = replace(CONFIG, rounds=1, explore_copy_arguments=True)
-    summary, train, held_out = explored(config, tmp_path)
-    copied = [t for t in train if t.metadata.get("copy_arguments")]
-    assert copied and {t.sample % 2 for t in copied} == {1}
-    assert len(copied) == sum(1 for t in train if t.sample % 2)
-    assert not any("copy_arguments" in t.metadata for t in held_out)
-    assert summary["rounds"][0]["copy_arguments"] == [sum(t.passed for t in copied), len(copied)]
-
-
-def test_with_explore_chain_the_copying_samples_take_up_each_result(tmp_path):
-    with pytest.raises(ValueError, match="needs --explore-copy-arguments"):
-        replace(CONFIG, explore_chain=True)
-    config = replace(CONFIG, rounds=1, explore_copy_arguments=True, explore_chain=True)
-    summary, train, held_out = explored(config, tmp_path)
-    chained = [t for t in train if t.metadata.get("chain")]
-    assert chained and all(t.metadata.get("copy_arguments") for t in chained)
-    assert len(chained) == sum(1 for t in train if t.sample % 2)
-    assert not any("chain" in t.metadata for t in held_out)
-    assert summary["rounds"][0]["chain"] == [sum(t.passed for t in chained), len(chained)]
+    summary, train, held_out = explored(config, tmp_path / "auto")
+    record = summary["rounds"][0]["exploration"]
+    k, branches = config.train_k, config.search.branches_per_task
+    roots = [t for t in train if t.sample < k]
+    assert record["roots"] == [sum(t.passed for t in roots), len(roots)]
+    unsolved = {t.task.id for t in roots} - {t.task.id for t in roots if t.passed}
+    searched = [t for t in train if t.sample >= k]
+    assert searched and {t.task.id for t in searched} <= unsolved
+    assert record["branches"] == len(searched) and record["searched"] == len(
+        {t.task.id for t in searched}
+    )
+    assert all(k <= t.sample < k + branches for t in searched)
+    assert all(t.exploration is not None and t.exploration.parent is not None for t in searched)
+    assert all(t.exploration is not None and t.exploration.own for t in roots)
+    by_strategy = record["strategies"]
+    assert sum(n for levels in by_strategy.values() for n, _, _ in levels.values()) == len(searched)
+    assert not any(t.exploration for t in held_out)
+    summary, train, held_out = explored(replace(config, explore="off"), tmp_path / "off")
+    assert all(t.sample < k for t in train) and summary["rounds"][0]["exploration"]["branches"] == 0
+    with pytest.raises(ValueError, match="auto, off"):
+        replace(config, explore="sometimes")
 
 
 def unsteady_model():

@@ -84,6 +84,17 @@ def test_report_has_inline_charts_and_gate_and_cost_numbers(run_dir: Path) -> No
     assert "exemplars</b> 100%" in html  # the only lever accounts for the whole gain
 
 
+def test_report_shows_each_rounds_search_and_its_strategies(run_dir: Path) -> None:
+    html = index_of(run_dir)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert "<h2>Exploration</h2>" in html
+    for record in summary["rounds"]:
+        explored = record["exploration"]
+        for name, levels in explored["strategies"].items():
+            for branches, passed, _ in levels.values():
+                assert f"<td>{name}</td>" in html and f"{passed} / {branches}" in html
+
+
 def test_attribution_table_gives_each_lever_its_accepted_gains(run_dir: Path) -> None:
     data = load_improve(run_dir)
     (gain,) = lever_gains(data, attribution(data))

@@ -92,6 +92,8 @@ def _leaves(cls: type[Any], instance: Any = None) -> list[tuple[str, Any, Any, s
     hints, docs = typing.get_type_hints(cls), _docs(cls)
     leaves = []
     for item in dataclasses.fields(cls):
+        if not offered(item):
+            continue
         value = getattr(instance, item.name) if instance is not None else _default(item)
         nested = _config_type(hints[item.name])
         if nested is None:
@@ -99,6 +101,15 @@ def _leaves(cls: type[Any], instance: Any = None) -> list[tuple[str, Any, Any, s
         else:
             leaves.extend(_leaves(nested, value if dataclasses.is_dataclass(value) else nested()))
     return leaves
+
+
+def offered(item: dataclasses.Field[Any]) -> bool:
+    """Whether a config field is a command-line option.
+
+    A field declared with ``metadata={"cli": False}`` is set from Python only (research
+    knobs): it is not offered, and a command builds it with its default.
+    """
+    return bool(item.metadata.get("cli", True))
 
 
 def _option_type(kind: Any) -> Any:
@@ -160,7 +171,7 @@ def build_config(cls: type[C], values: dict[str, Any], **fixed: Any) -> C:
     arguments: dict[str, Any] = dict(fixed)
     for item in dataclasses.fields(typing.cast(Any, cls)):
         nested = _config_type(hints[item.name])
-        if item.name in fixed:
+        if item.name in fixed or not offered(item):
             continue
         if nested is not None:
             default = _default(item)
@@ -180,6 +191,8 @@ def build_config(cls: type[C], values: dict[str, Any], **fixed: Any) -> C:
 def _rebuild(instance: Any, values: dict[str, Any]) -> Any:
     changes = {}
     for item in dataclasses.fields(instance):
+        if not offered(item):
+            continue
         current = getattr(instance, item.name)
         if dataclasses.is_dataclass(current) and not isinstance(current, type):
             changes[item.name] = _rebuild(current, values)

@@ -66,7 +66,8 @@ class Session(Protocol):
 class Env(Protocol):
     """A family of worlds with a task generator, an oracle and a state-reading verifier.
 
-    Optional members, looked up with ``getattr``: ``describe(trajectory) -> TaskSpec | None``
+    Optional members, looked up with ``getattr``: ``policy`` (the rules shown with every
+    task), ``describe(trajectory) -> TaskSpec | None``
     (hindsight: the task, in the same world, that the trajectory's actions would solve),
     ``problem_key(params) -> str``, ``task_from_params(params) -> TaskSpec`` (the task those
     hidden params define, worded by the env; raises ``ValueError`` for params that define no
@@ -171,6 +172,15 @@ def draw_up_to(env: Env, split: Split, n: int, seed: int = 0) -> list[Task]:
         except ValueError:
             n //= 2
     return []
+
+
+def policy_of(env: Env) -> str:
+    """The rules the env shows with every task (``""`` if it declares none).
+
+    They are the same for every task: whoever reads a conversation for the values of one
+    task (exploration copying arguments from it) leaves them out.
+    """
+    return str(getattr(env, "policy", "") or "")
 
 
 def thread_safe_of(env: Env) -> bool:

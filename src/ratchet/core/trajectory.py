@@ -92,6 +92,41 @@ def tool_steps(steps: Sequence[Step]) -> list[Step]:
 
 
 @dataclass(frozen=True)
+class Exploration:
+    """How a training episode explored: the record the explorer leaves on it.
+
+    Probe and test episodes carry none: they play the agent as it is.
+
+    Attributes:
+        strategy: The proposal strategy that steered the episode (``"policy"``: the agent's own
+            replies, nothing constrained).
+        temperature: The episode's sampling temperature (``None``: the agent's own).
+        parent: The sample this episode branched from (``None``: a root, played from the
+            start).
+        branch_turn: Turns replayed from ``parent`` before the episode branched (0 for a root).
+        distinct: Whether the action at ``branch_turn`` differs from every action taken there
+            before (always true for a root).
+        replay_matched: Whether every replayed turn met the observation ``parent`` met (an env
+            that is not deterministic breaks this, and search falls back to sampling).
+        discarded_tokens: Tokens generated for replies the episode drew again (a branching
+            action that repeated one tried before): spent, though not in its steps.
+    """
+
+    strategy: str = "policy"
+    temperature: float | None = None
+    parent: int | None = None
+    branch_turn: int = 0
+    distinct: bool = True
+    replay_matched: bool = True
+    discarded_tokens: int = 0
+
+    @property
+    def own(self) -> bool:
+        """Whether the outcome is the agent's own: a root that nothing steered."""
+        return self.parent is None and self.strategy == "policy"
+
+
+@dataclass(frozen=True)
 class Trajectory:
     """One episode, start to verdict.
 
@@ -110,6 +145,8 @@ class Trajectory:
         truncated: A budget (turns, tokens, time) cut the episode short.
         error: Why the episode crashed, if it did.
         metadata: Provenance: demonstrations shown, hindsight source, context trimming.
+        exploration: How a training episode explored (``None`` for episodes played as the
+            agent is: probes, tests, evals).
     """
 
     task: Task
@@ -126,6 +163,7 @@ class Trajectory:
     truncated: bool = False
     error: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    exploration: Exploration | None = None
 
     @property
     def passed(self) -> bool:

@@ -33,9 +33,9 @@ from ratchet.core.trajectory import Trajectory
 from ratchet.engine.harness import crashed
 from ratchet.engine.models import Model, make_model
 from ratchet.engine.rollout import (
-    Exploration,
-    Explore,
     RolloutConfig,
+    Steer,
+    Steering,
     collect,
     episode_jobs,
     player,
@@ -67,12 +67,12 @@ class EpisodeWorker:
         seed: int,
         task: Task,
         sample: int,
-        exploration: Exploration | None = None,
+        steering: Steering | None = None,
     ) -> Trajectory:
-        """Play one episode (exploring as ``exploration`` says, if given); return it."""
+        """Play one episode (steered by ``steering``, if given); return it."""
         model = None if agent.scripted else self._model(agent, agent_dir)
-        own = None if exploration is None else (lambda task, sample: exploration)
-        return player(self.env, agent, model, config, seed, explore=own)(task, sample)
+        steer = None if steering is None else (lambda task, sample: steering)
+        return player(self.env, agent, model, config, seed, steer=steer)(task, sample)
 
     def pid(self) -> int:
         """The worker's process id (for tests that kill one)."""
@@ -178,7 +178,7 @@ class RayPool:
         on_trajectory: Callable[[Trajectory], object] | None = None,
         progress: Progress | None = None,
         description: str = "rollouts",
-        explore: Explore | None = None,
+        steer: Steer | None = None,
     ) -> list[Trajectory]:
         """Play every task ``k`` times on the workers and return the trajectories in task order.
 
@@ -193,16 +193,16 @@ class RayPool:
         config = config or RolloutConfig()
         jobs = episode_jobs(tasks, k, first_sample, skip)
         directory = None if agent_dir is None else str(agent_dir)
-        explorations = [None if explore is None else explore(t, s) for t, s in jobs]
+        steerings = [None if steer is None else steer(t, s) for t, s in jobs]
         play = (agent, directory, config, seed)
-        finished = self._stream(env, jobs, explorations, play)
+        finished = self._stream(env, jobs, steerings, play)
         return collect(finished, len(jobs), on_trajectory, progress, description)
 
     def _stream(
         self,
         env: Env,
         jobs: list[tuple[Task, int]],
-        explorations: list[Exploration | None],
+        steerings: list[Steering | None],
         play: tuple[Agent, str | None, RolloutConfig, int],
     ) -> Iterator[tuple[int, Trajectory]]:
         """Yield ``(job index, trajectory)`` as episodes finish, retrying those of dead workers."""
@@ -211,7 +211,7 @@ class RayPool:
         running: dict[Any, tuple[int, Any]] = {}
         try:
             while pending or running:
-                self._submit(jobs, explorations, pending, attempts, running, play)
+                self._submit(jobs, steerings, pending, attempts, running, play)
                 ready, _ = self.ray.wait(list(running), num_returns=1)
                 index, worker = running.pop(ready[0])
                 try:
@@ -232,7 +232,7 @@ class RayPool:
     def _submit(
         self,
         jobs: list[tuple[Task, int]],
-        explorations: list[Exploration | None],
+        steerings: list[Steering | None],
         pending: deque[int],
         attempts: list[int],
         running: dict[Any, tuple[int, Any]],
@@ -250,7 +250,7 @@ class RayPool:
             index = pending.popleft()
             attempts[index] += 1
             task, sample = jobs[index]
-            ref = worker.play.remote(*play, task, sample, explorations[index])
+            ref = worker.play.remote(*play, task, sample, steerings[index])
             running[ref] = (index, worker)
             load[id(worker)] += 1
 

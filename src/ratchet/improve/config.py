@@ -15,7 +15,11 @@ from typing import Any
 
 from ratchet.engine.harness import Budget
 from ratchet.engine.rollout import RolloutConfig
+from ratchet.improve.explore import SearchConfig
 from ratchet.improve.gate import GateConfig
+
+EXPLORE_MODES = ("auto", "off")
+"""The values of :attr:`ImproveConfig.explore`."""
 
 CPU_ROLLOUT = RolloutConfig(concurrency=16, max_reply_tokens=48, budget=Budget(max_turns=None))
 
@@ -47,50 +51,10 @@ class ImproveConfig:
             the levels the curriculum has open (the work being practised, so a gain there is
             not diluted by levels no candidate can reach yet). Test always covers every level.
         temperature: Sampling temperature of the agents (probe and test episodes).
-        explore_temperature: Sampling temperature of training episodes; unset: chosen per task
-            from the incumbent's success on it (or its family and difficulty), spread over the
-            k samples.
-        explore_guided_share: Share of each task's training samples the explore options
-            below guide (spread evenly over the k samples: 0.5 guides every second one, 1.0
-            all of them, 0 none). The other samples play the agent as it is, for the pairs
-            and grpo levers to contrast; at a level the agent cannot yet start they fail
-            alike, and guiding all of them finds more successes and relabels there.
-        explore_past_finish: Offer ``finish`` to the guided training samples of a level-L
-            task only after L acting calls, calls to tools that take arguments (the prompt is
-            unchanged; the decoder enforces it), so an agent that learned to finish early
-            still tries the longer plans the next level needs; a call without arguments only
-            reads (grid's ``look``) and is no step of a plan. Probe and test episodes are
-            never constrained.
-        explore_first_tool: Open the guided training samples with a call to a tool drawn
-            per episode (any but ``finish``; the decoder enforces it), for an agent that
-            always opens with the same call and so never sees what the other tools return.
-            Every second draw is among the tools the task names by their verb (``move_file``
-            for "move a.log into logs/", see :func:`~ratchet.engine.rollout.drawn_tool`).
-            Probe and test episodes are never constrained.
-        explore_last_tool: Make every second guided sample of a task (the second, fourth,
-            ...) call a tool drawn per episode at the last step before ``finish`` is offered
-            (its L-th acting call on a level-L task with ``explore_past_finish``, else its
-            first). The ladders add one step per level, so an agent that mastered the level below
-            makes the earlier calls right and the new last one the same wrong way on every
-            sample (calc: ``divide`` for "grows to 8 times"); the drawn call gives a task's
-            samples a last step the agent would not have chosen.
-        explore_copy_arguments: Make those same samples copy every free string and number
-            argument from the conversation (a word, phrase or value it was shown; the decoder
-            enforces it), for an agent that picks the right tool but invents its arguments.
-        explore_chain: Make those copying samples take up each result: every call after a
-            successful one copies at least one argument from that call's result (the decoder
-            enforces it), for an agent that, made to go on, repeats its first call's arguments
-            instead of acting on what the call returned. Needs ``explore_copy_arguments``.
-        explore_fresh_arguments: Make those copying samples spend each value: a value an earlier
-            call of the episode passed is no longer offered, unless mentioned again (a result, a
-            number given twice; the decoder enforces it), and a result given once is passed in
-            one argument of a call only, for an agent that, made to take up a result, passes
-            the first call's operands or the result itself again beside it instead of the next
-            given value. Needs ``explore_copy_arguments``.
-        explore_skip_repeats: Never let a training sample call a tool that takes no
-            arguments right after calling it (the decoder enforces it): nothing happened in
-            between, so the call would only repeat its result. For an agent that loops on one
-            call (a look or a listing) until its turns run out.
+        explore: How training tasks are explored: ``auto`` samples each task ``train_k``
+            times, then searches the ones no sample solved (branching from the states their
+            episodes reached, with proposal strategies chosen by their measured yield; see
+            docs/improve.md); ``off`` only samples.
         seed: Master seed: tasks, samples, training.
         reflector: Model reference for levers that reflect on experience (default: the agent's).
         curve: Test every newly accepted version too, for the learning curve.
@@ -121,6 +85,8 @@ class ImproveConfig:
         rollout: Concurrency, reply cap and per-episode budgets (``max_turns`` unset means
             the highest difficulty plus two).
         gate: The gate's error budget and regression budget.
+        search: The explorer's research knobs (from Python only; see
+            :class:`~ratchet.improve.explore.SearchConfig`).
     """
 
     env: str
@@ -136,15 +102,7 @@ class ImproveConfig:
     max_difficulty: int = 1
     probe_all_levels: bool = False
     temperature: float = 0.7
-    explore_temperature: float | None = None
-    explore_guided_share: float = 0.5
-    explore_past_finish: bool = True
-    explore_first_tool: bool = False
-    explore_last_tool: bool = False
-    explore_copy_arguments: bool = False
-    explore_chain: bool = False
-    explore_fresh_arguments: bool = False
-    explore_skip_repeats: bool = False
+    explore: str = "auto"
     seed: int = 0
     reflector: str | None = None
     curve: bool = True
@@ -159,21 +117,20 @@ class ImproveConfig:
     demos: str = "oracle"
     rollout: RolloutConfig = field(default_factory=lambda: CPU_ROLLOUT)
     gate: GateConfig = field(default_factory=GateConfig)
+    search: SearchConfig = field(default_factory=SearchConfig, metadata={"cli": False})
 
     def __post_init__(self) -> None:
         """Refuse settings that cannot work before any episode is played.
 
         Raises:
-            ValueError: If ``explore_guided_share`` or ``train_length_exponent`` is outside
-                0-1, ``chosen_nll_weight`` or ``anchor_weight`` is negative, ``explore_chain`` or
-                ``explore_fresh_arguments`` is set without ``explore_copy_arguments``, or the
-                demos lever is asked for with a source that is neither ``oracle``, ``teacher``
-                (with a reflector) nor an existing file.
+            ValueError: If ``explore`` is not a mode of :data:`EXPLORE_MODES`,
+                ``train_length_exponent`` is outside 0-1, ``chosen_nll_weight`` or
+                ``anchor_weight`` is negative, or the demos lever is asked for with a source
+                that is neither ``oracle``, ``teacher`` (with a reflector) nor an existing file.
         """
-        if not 0.0 <= self.explore_guided_share <= 1.0:
+        if self.explore not in EXPLORE_MODES:
             raise ValueError(
-                f"--explore-guided-share is a share of the samples, from 0 to 1, not "
-                f"{self.explore_guided_share}"
+                f"--explore is one of {', '.join(EXPLORE_MODES)}, not {self.explore!r}"
             )
         if not 0.0 <= self.train_length_exponent <= 1.0:
             raise ValueError(
@@ -186,15 +143,6 @@ class ImproveConfig:
         ):
             if weight < 0:
                 raise ValueError(f"{option} weighs a loss term; it cannot be negative ({weight})")
-        if self.explore_chain and not self.explore_copy_arguments:
-            raise ValueError(
-                "--explore-chain needs --explore-copy-arguments: it copies from results"
-            )
-        if self.explore_fresh_arguments and not self.explore_copy_arguments:
-            raise ValueError(
-                "--explore-fresh-arguments needs --explore-copy-arguments: it narrows what "
-                "arguments are copied from"
-            )
         if "demos" not in self.levers or self.demos == "oracle":
             return
         if self.demos == "teacher" and self.reflector is None:

@@ -4,9 +4,9 @@ Tasks the agent solves sometimes carry the most signal: a success to imitate and
 contrast it with (:mod:`ratchet.improve.levers.pairs`, :mod:`ratchet.improve.levers.grpo`). The
 curriculum samples such tasks, and exploration picks each task's sampling temperature from the
 same estimate. Estimates come from the agent's own choices only: hindsight replays are
-successes by construction and would make every level look solved, and an episode whose first or
-last call was drawn (:attr:`~ratchet.engine.rollout.Exploration.first_tool`, ``last_tool``)
-measures the draw, which picks a wrong tool three times in four on calc.
+successes by construction and would make every level look solved, and an episode that search
+branched or a strategy steered (see :attr:`~ratchet.core.trajectory.Exploration.own`) measures
+the search, not the agent.
 
 A task's rate is its own passes and attempts shrunk toward its family-and-difficulty rate,
 which is shrunk toward its difficulty's rate (each prior counts as :data:`PRIOR_WEIGHT`
@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
-from ratchet.engine.rollout import DRAWN_CALLS
 
 PRIOR_WEIGHT = 2.0
 FLOOR = 0.15
@@ -36,9 +35,12 @@ SPREAD = 0.2
 
 Counts = dict[Hashable, tuple[int, int]]
 
-NOT_OWN = ("hindsight", *DRAWN_CALLS)
-"""Episode metadata marking an episode whose outcome is not the agent's own: a hindsight replay,
-or one with a call the decoder drew for it."""
+
+def is_own(episode: Trajectory) -> bool:
+    """Whether ``episode``'s outcome is the agent's own: not a hindsight replay, not steered."""
+    if episode.metadata.get("hindsight"):
+        return False
+    return episode.exploration is None or episode.exploration.own
 
 
 def _count(episodes: Iterable[Trajectory], key: str) -> Counts:
@@ -78,16 +80,12 @@ class SuccessRates:
 
     @classmethod
     def of(cls, history: Sequence[Trajectory]) -> SuccessRates:
-        """Count ``history``'s episodes but hindsight replays, crashes and drawn calls.
+        """Count ``history``'s episodes but hindsight replays, crashes and steered episodes.
 
-        Counted, the drawn calls made calc's mastered level 1 look half solved (every second
+        Counted, steered calls made calc's mastered level 1 look half solved (every second
         sample drew its one call), and the curriculum spent 70 of a round's 96 tasks there.
         """
-        real = [
-            t
-            for t in history
-            if t.verdict is not None and not any(t.metadata.get(key) for key in NOT_OWN)
-        ]
+        real = [t for t in history if t.verdict is not None and is_own(t)]
         return cls(_count(real, "task"), _count(real, "cell"), _count(real, "level"))
 
     @classmethod

@@ -1,10 +1,11 @@
 """The self-improvement loop behind ``ratchet improve``.
 
-Each round: the curriculum picks training tasks; the incumbent plays them (exploring, k samples
-each); hindsight relabels what failed episodes did achieve; every lever proposes a candidate
-from the verified experience so far; the gate compares all candidates with the incumbent on a
-fresh probe sample (same tasks, same seeds), retesting the tasks a candidate lost where those
-losses alone would reject it, and the best accepted one becomes the incumbent.
+Each round: the curriculum picks training tasks; the incumbent plays them (k samples each, then
+a search of the tasks no sample solved, see :mod:`ratchet.improve.explore`); hindsight relabels
+what failed episodes did achieve; every lever proposes a candidate from the verified experience
+so far; the gate compares all candidates with the incumbent on a fresh probe sample (same tasks,
+same seeds), retesting the tasks a candidate lost where those losses alone would reject it, and
+the best accepted one becomes the incumbent.
 Base and final agents are measured on the held-out test split, which no decision ever sees.
 All persistence lives in :class:`~ratchet.improve.rundir.RunDir`, so a run resumes anywhere.
 """
@@ -30,6 +31,7 @@ from ratchet.improve.hindsight import relabel_all
 from ratchet.improve.levers import Lever, make_levers
 from ratchet.improve.practice import PROBE_SEED, TEST_SEED, Practice, draw
 from ratchet.improve.rundir import RunDir
+from ratchet.improve.schedule import sits_out
 from ratchet.improve.summary import round_lines, round_record, summary
 from ratchet.serve.memory import is_served
 
@@ -104,18 +106,24 @@ def _round(
     # up to the open levels (longer relabels teach a weak model to keep calling tools)
     # and trim the successes that acted on after reaching their goal.
     tasks, chosen = run.round_tasks(number, partial(_curriculum, run, env, number))
-    explored = practice.explore(incumbent, tasks, number)
+    explored = practice.explore(incumbent, tasks, number, log)
     open_to = chosen.get("open_to", config.max_difficulty)
-    learned = relabel_all(env, explored, incumbent, open_to)
+    learned = relabel_all(env, explored.episodes, incumbent, open_to)
     run.record(learned.successes)
     # Propose: every lever turns the experience so far into at most one candidate.
     candidates = []
     for lever in levers:
-        propose = practice.proposal(lever, incumbent, number)
+        propose = practice.proposal(lever, incumbent, number, sits_out(run.rounds, lever.name))
         if (candidate := run.candidate(number, lever.name, incumbent, propose)) is not None:
             candidates.append(candidate)
     # Gate: all candidates against the incumbent on this round's fresh probe sample.
-    probe = practice.probe_tasks(number, open_to)
+    drawn = practice.probe_tasks(number, open_to)
+    if drawn.reused:
+        log(
+            f"  probe: {len(drawn.reused)} of {len(drawn.tasks)} tasks were probed in an "
+            f"earlier round too (the probe split holds too few problems): {', '.join(drawn.reused)}"
+        )
+    probe = drawn.tasks
     baseline = practice.probe(incumbent, probe)
     probed = {c.version: practice.probe(c, probe) for c in candidates}
     alpha = round_alpha(config.gate, config.rounds, run.alpha_spent, run.rounds_done)
@@ -133,9 +141,11 @@ def _round(
     best = winner(decisions)
     if best is not None and config.curve:
         practice.test(run.agent(best.candidate), test)
-    record = round_record(number, incumbent, explored, learned, baseline, decisions, best)
+    record = round_record(number, incumbent, explored.episodes, learned, baseline, decisions, best)
+    record["exploration"] = explored.record
     record["curriculum"] = {**chosen, "probe_to": practice.probe_top(open_to)}
     record["alpha"] = alpha
+    record["probe_reused"] = list(drawn.reused)
     return record
 
 

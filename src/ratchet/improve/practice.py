@@ -7,9 +7,7 @@ exploration samples fresh, and nothing a test episode does can reach a decision.
 
 from __future__ import annotations
 
-import math
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,42 +16,52 @@ from typing import Any
 from rich.progress import Progress
 
 from ratchet.core.agent import Agent
-from ratchet.core.env import Env
+from ratchet.core.env import Env, policy_of
 from ratchet.core.task import Split, Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.cluster import RayPool
 from ratchet.engine.metrics import Metrics, summarize
 from ratchet.engine.models import Backends, Model, Trainer
-from ratchet.engine.rollout import Exploration, Explore, rollout
+from ratchet.engine.rollout import Steer, rollout
 from ratchet.improve.config import ImproveConfig
+from ratchet.improve.explore import Explored, explore
 from ratchet.improve.frontier import SuccessRates, explore_temperatures
 from ratchet.improve.gate import RETEST_FIRST_SAMPLE, Retest
 from ratchet.improve.levers.base import Lever, LeverContext, make_play
 from ratchet.improve.rundir import Propose, RunDir
+from ratchet.improve.schedule import SitsOut
 
 PROBE_SEED = 1_000
 TEST_SEED = 2_000
 LEVER_SEED = 3_000
 
 
+def levels(env: Env, n: int, max_difficulty: int) -> list[tuple[int, int]]:
+    """``(level, count)``: ``n`` tasks spread evenly over difficulties ``1..max_difficulty``."""
+    top = min(max_difficulty, env.max_difficulty)
+    return [(level, n // top + (1 if level <= n % top else 0)) for level in range(1, top + 1)]
+
+
 def draw(env: Env, split: Split, n: int, seed: int, max_difficulty: int) -> list[Task]:
     """Draw ``n`` tasks of ``split`` spread evenly over difficulties ``1..max_difficulty``."""
-    top = min(max_difficulty, env.max_difficulty)
-    per_level = [n // top + (1 if level < n % top else 0) for level in range(top)]
     return [
         task
-        for level, count in enumerate(per_level, start=1)
+        for level, count in levels(env, n, max_difficulty)
         for task in env.tasks(split, count, seed=seed, difficulty=level)
     ]
 
 
-def is_guided(index: int, share: float) -> bool:
-    """Whether a task's training sample ``index`` (from 0) is one the explore options guide.
+@dataclass(frozen=True)
+class Probe:
+    """A round's probe tasks.
 
-    Guided samples are spread evenly over the k samples at ``share`` of them: 0.5 guides the
-    odd ones, 1.0 all, 0 none.
+    Attributes:
+        tasks: The tasks, level by level.
+        reused: Ids of tasks an earlier round probed too (the split held too few problems).
     """
-    return math.floor((index + 1) * share) > math.floor(index * share)
+
+    tasks: list[Task]
+    reused: tuple[str, ...] = ()
 
 
 @dataclass
@@ -83,69 +91,105 @@ class Practice:
         """The run's settings."""
         return self.run.config
 
-    def explore(self, agent: Agent, tasks: Sequence[Task], number: int) -> list[Trajectory]:
-        """Round ``number``'s training episodes, each exploring in its own way.
+    def explore(
+        self, agent: Agent, tasks: Sequence[Task], number: int, log: Callable[[str], None] = print
+    ) -> Explored:
+        """Round ``number``'s training episodes: ``k`` samples a task, then search the unsolved.
 
-        With ``explore_temperature`` unset, each task's k samples get temperatures chosen from
-        the agent's success on the task (or its family and difficulty) in earlier rounds (see
-        :func:`~ratchet.improve.frontier.explore_temperatures`); the episodes of this round
-        do not count, so a resumed round picks the same temperatures. With
-        ``explore_past_finish``, the guided samples (``explore_guided_share`` of each task's,
-        every second one by default) of a level-L task are offered ``finish`` only after L
-        acting calls (to tools that take arguments; the built-in ladders add one step per
-        level): an agent that learned to finish after one call on level 1 otherwise never
-        tries the longer plans the next level needs, and leaves nothing to learn them from. With
-        ``explore_first_tool``, those same samples open with a call to a tool drawn per
-        episode (any but ``finish``), so actions the agent never picks first get tried too;
-        with ``explore_last_tool``, every second of them makes its last call before ``finish``
-        with a drawn tool, so a task's samples do not all end a plan the same wrong way;
-        with ``explore_copy_arguments``, their free arguments are copied from the conversation,
-        with ``explore_chain`` each call takes up one value of the result before it, and with
-        ``explore_fresh_arguments`` no value is passed twice.
-        With ``explore_skip_repeats``, no sample calls a tool without arguments twice in a row.
+        The roots' temperatures are ``search.temperature`` if set, else chosen per task from
+        the agent's success on it (or its family and difficulty) in earlier rounds (see
+        :func:`~ratchet.improve.frontier.explore_temperatures`). With ``explore`` on
+        (``auto``), the tasks none of whose samples passed are searched by branching from the
+        states their episodes reached (see :mod:`ratchet.improve.explore`).
         """
-        k, first = self.config.train_k, (number - 1) * self.config.train_k
-        seed = self.config.seed + number
-        fixed = self.config.explore_temperature
-        earlier = [t for t in self.run.experience if t.sample < first]
-        rates = SuccessRates.of_agent(earlier, agent.version)
+        config, search = self.config, self.config.search
+        k = config.train_k
+        first = (number - 1) * (k + search.branches_per_task)
+        seed = config.seed + number
+        mine = range(first, first + k + search.branches_per_task)
+        history = [t for t in self.run.experience if t.sample not in mine]
+        rates = SuccessRates.of_agent(history, agent.version)
         chosen = {
-            task.id: [fixed] * k
-            if fixed is not None
+            task.id: [search.temperature] * k
+            if search.temperature is not None
             else explore_temperatures(rates.task(task), k, agent.temperature)
             for task in tasks
         }
 
-        def explore(task: Task, sample: int) -> Exploration:
-            index, share = sample - first, self.config.explore_guided_share
-            guided = is_guided(index, share)
-            withheld = self.config.explore_past_finish and guided
-            varied = self.config.explore_first_tool and guided
-            # Every second guided sample: the others keep the agent's own last step.
-            ended = self.config.explore_last_tool and guided and is_guided(index, share / 2)
-            return Exploration(
-                chosen[task.id][index],
-                task.difficulty if withheld else 0,
-                zlib.crc32(f"{task.id}:{sample}".encode()) if varied else None,
-                zlib.crc32(f"{task.id}:{sample}:last".encode()) if ended else None,
-                self.config.explore_copy_arguments and guided,
-                self.config.explore_skip_repeats,
-                self.config.explore_chain,
-                self.config.explore_fresh_arguments,
-            )
+        def play(
+            wave: Sequence[Task], samples: int, start: int, steer: Steer, label: str
+        ) -> list[Trajectory]:
+            return self.play(agent, wave, samples, seed, label, start, steer)
 
-        return self.play(agent, tasks, k, seed, "train", first, explore)
+        return explore(
+            tasks,
+            k,
+            first,
+            chosen,
+            play,
+            config=search,
+            search=config.explore == "auto",
+            history=history,
+            max_turns=config.budget().max_turns or 1,
+            seed=seed,
+            shared=policy_of(self.env),
+            log=log,
+        )
 
-    def probe_tasks(self, number: int, open_to: int) -> list[Task]:
-        """Round ``number``'s probe: a fresh sample from the probe split.
+    def probe_tasks(self, number: int, open_to: int) -> Probe:
+        """Round ``number``'s probe: tasks of the probe split no earlier round probed.
+
+        Each level's tasks come in order from one draw of the probe split for the whole run,
+        so round ``r`` takes the next ones after those of rounds ``1..r-1`` (recomputed from
+        their records, so a resumed round draws the same). Where the split holds too few
+        problems for that, the round reuses earlier rounds' tasks, and the probe says which.
 
         Args:
             number: The round.
             open_to: The curriculum's highest open level this round; the probe stays at or
                 below it unless ``probe_all_levels`` is set.
         """
-        seed = self.config.seed + PROBE_SEED + 7919 * number
-        return draw(self.env, "probe", self.config.probe_tasks, seed, self.probe_top(open_to))
+        tops = [r["curriculum"]["probe_to"] for r in self.run.rounds[: number - 1]]
+        used: dict[int, list[Task]] = {}
+        probe = Probe([])
+        for top in [*tops, self.probe_top(open_to)]:
+            probe = self._fresh_probe(top, used)
+            for task in probe.tasks:
+                used.setdefault(task.difficulty, []).append(task)
+        return probe
+
+    def _fresh_probe(self, top: int, used: dict[int, list[Task]]) -> Probe:
+        """``probe_tasks`` tasks up to level ``top``, avoiding ``used`` ones where the split can."""
+        seed = self.config.seed + PROBE_SEED
+        tasks: list[Task] = []
+        reused: list[str] = []
+        for level, count in levels(self.env, self.config.probe_tasks, top):
+            before = {task.id for task in used.get(level, [])}
+            pool = self._largest_draw(level, count, count + len(before), seed)
+            fresh = [task for task in pool if task.id not in before][:count]
+            again = [task for task in pool if task.id in before][: count - len(fresh)]
+            tasks += fresh + again
+            reused += [task.id for task in again]
+        return Probe(tasks, tuple(reused))
+
+    def _largest_draw(self, level: int, least: int, most: int, seed: int) -> list[Task]:
+        """The longest draw of ``least`` to ``most`` probe tasks at ``level`` the split holds.
+
+        Draws are prefixes of one another (same seed), so the longest is found by bisection.
+        """
+        try:
+            return self.env.tasks("probe", most, seed=seed, difficulty=level)
+        except ValueError:  # the split has fewer problems at this level than asked
+            pass
+        best = self.env.tasks("probe", least, seed=seed, difficulty=level)
+        low, high = least, most - 1
+        while low < high:
+            size = (low + high + 1) // 2
+            try:
+                best, low = self.env.tasks("probe", size, seed=seed, difficulty=level), size
+            except ValueError:
+                high = size - 1
+        return best
 
     def probe_top(self, open_to: int) -> int:
         """The highest level the probe covers when the curriculum is open to ``open_to``."""
@@ -184,10 +228,18 @@ class Practice:
         self.run.tested(agent.version, metrics.to_dict())
         return metrics
 
-    def proposal(self, lever: Lever, incumbent: Agent, number: int) -> Propose:
-        """``lever``'s proposal function for round ``number``, for :meth:`RunDir.candidate`."""
+    def proposal(
+        self, lever: Lever, incumbent: Agent, number: int, sitting_out: str | None = None
+    ) -> Propose:
+        """``lever``'s proposal function for round ``number``, for :meth:`RunDir.candidate`.
+
+        With ``sitting_out`` (why the lever does not propose this round, see
+        :mod:`ratchet.improve.schedule`), the function proposes nothing and says so.
+        """
 
         def propose(workdir: Path, version: str) -> Agent | None:
+            if sitting_out is not None:
+                raise SitsOut(sitting_out)
             model = None if incumbent.scripted else self.model(incumbent)
             play = make_play(
                 self.env,
@@ -231,7 +283,7 @@ class Practice:
         seed: int,
         label: str,
         first: int = 0,
-        explore: Explore | None = None,
+        steer: Steer | None = None,
     ) -> list[Trajectory]:
         """Roll ``agent`` out on ``tasks`` (resuming), store every episode, return them all."""
         done = self.run.done(agent.version)
@@ -244,7 +296,7 @@ class Practice:
             "on_trajectory": lambda t: self.run.record([t]),
             "progress": self.progress,
             "description": label,
-            "explore": explore,
+            "steer": steer,
         }
         if self.pool is not None:
             directory = self.run.agent_dir(agent.version)

@@ -36,6 +36,7 @@ from ratchet.engine.store import DB_NAME, Store
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.gate import GateDecision, is_retest, spent_alpha
 from ratchet.improve.levers.base import NoCandidate
+from ratchet.improve.schedule import SitsOut
 
 STATE_FILE = "state.json"
 SUMMARY_FILE = "summary.json"
@@ -174,7 +175,8 @@ class RunDir:
             candidate = propose(workdir, version)
         except NoCandidate as exc:
             candidate = None
-            self._state.setdefault("no_candidate", {})[key] = f"nothing to propose: {exc}"
+            reason = str(exc) if isinstance(exc, SitsOut) else f"nothing to propose: {exc}"
+            self._state.setdefault("no_candidate", {})[key] = reason
         if candidate is not None:
             inherited = incumbent.adapter_path(self.agent_dir(incumbent.version))
             own = candidate.adapter_path(workdir)

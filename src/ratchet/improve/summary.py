@@ -39,32 +39,17 @@ def round_record(
         "relabels_held_out": len(learned.held_out),
         "trimmed": learned.trimmed,
         "explore_temperatures": _by_temperature(explored),
-        **{
-            key: _counts([t for t in explored if t.metadata.get(marker)])
-            for key, marker, _ in _CONSTRAINED
-        },
         "decisions": [to_dict(d) for d in decisions],
     }
 
 
-_CONSTRAINED = (
-    ("past_finish", "min_calls", "exploring past finish"),
-    ("first_tool", "first_tool", "opening with a drawn tool"),
-    ("last_tool", "last_tool", "ending with a drawn tool"),
-    ("copy_arguments", "copy_arguments", "copying their arguments"),
-    ("skip_repeats", "skip_repeats", "never repeating a call without arguments"),
-    ("chain", "chain", "taking up each result"),
-    ("fresh", "fresh", "spending each value once"),
-)
-"""Each way a training episode is constrained: its round-record key, the episode metadata that
-marks it, and how the log says it."""
-
-
 def _by_temperature(explored: Sequence[Trajectory]) -> dict[str, list[int]]:
-    """``[passed, episodes]`` per exploration temperature (each episode's, to 0.1)."""
+    """``[passed, episodes]`` per root temperature (each root sample's, to 0.1)."""
     groups: dict[str, list[Trajectory]] = {}
     for episode in explored:
-        temperature = episode.metadata.get("temperature")
+        if episode.exploration is None or episode.exploration.parent is not None:
+            continue  # the roots' temperatures: the branches inherit theirs
+        temperature = episode.exploration.temperature
         key = f"{temperature:.1f}" if temperature is not None else "-"
         groups.setdefault(key, []).append(episode)
     return {key: _counts(episodes) for key, episodes in sorted(groups.items())}
@@ -90,10 +75,7 @@ def round_lines(record: dict[str, Any]) -> str:
         opened = record.get("curriculum", {}).get("open_to")
         levels = f"; levels 1-{opened} open" if opened else ""
         lines.append(f"  explored at temperature {temperatures}{levels}")
-    for key, _, doing in _CONSTRAINED:
-        passed, n = record.get(key, [0, 0])
-        if n:
-            lines.append(f"  {passed}/{n} passed {doing}")
+    lines.extend(exploration_lines(record.get("exploration", {})))
     for candidate in record["candidates"]:
         if candidate["version"] is None:
             lines.append(f"  {candidate['lever']}: {candidate['reason']}")
@@ -111,6 +93,24 @@ def round_lines(record: dict[str, Any]) -> str:
             + (f" ({turned})" if turned else "")
         )
     return "\n".join(lines)
+
+
+def exploration_lines(record: dict[str, Any]) -> list[str]:
+    """What a round's search did, as log lines (see :class:`~ratchet.improve.explore.Explored`)."""
+    if not record.get("branches"):
+        return []
+    lines = [
+        f"  search: {record['searched']} unsolved tasks, {record['branches']} branches, "
+        f"{record['solved']} tasks solved"
+        + ("" if record.get("deterministic", True) else " (env not deterministic: sampling)")
+    ]
+    for name, levels in record.get("strategies", {}).items():
+        parts = ", ".join(
+            f"L{level} {passed}/{branches} ({tokens:,} tokens)"
+            for level, (branches, passed, tokens) in levels.items()
+        )
+        lines.append(f"    {name}: {parts}")
+    return lines
 
 
 def summary(run: RunDir, env: Env) -> dict[str, Any]:

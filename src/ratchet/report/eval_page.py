@@ -42,8 +42,9 @@ def eval_page(runs: list[EvalRun]) -> str:
     sections.append(
         "<footer><p><b>How to read this.</b> <i>pass@1</i> is the share of episodes the "
         "verifier passed; <i>pass@k</i> the chance that at least one of k samples passes; "
-        "<i>pass^k</i> the chance that all k pass (consistency). Intervals are 95% bootstrap "
-        "intervals over tasks.</p></footer>"
+        "<i>pass^k</i> the chance that all k pass (consistency). Intervals are 95% Wilson "
+        "intervals with one sample per task, and task-clustered bootstrap intervals with "
+        "several.</p></footer>"
     )
     return page("Ratchet evaluation report", "\n".join(sections))
 
@@ -66,7 +67,8 @@ def _run_section(run: EvalRun) -> str:
             charts.eval_chart(
                 names, [(m.pass_at_1, m.ci95[0], m.ci95[1]) for m in metrics.values()]
             ),
-            "pass@1 per agent; whiskers are 95% bootstrap intervals over tasks.",
+            "pass@1 per agent; whiskers are its 95% intervals (Wilson, or a task-clustered "
+            "bootstrap for several samples per task).",
         )
     )
     parts.append(_metrics_table(metrics, run.k))

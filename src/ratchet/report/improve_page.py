@@ -82,11 +82,13 @@ def improve_page(data: ImproveRun) -> str:
         figure(
             charts.headline_chart(data.base, data.final, f"final ({data.final_version})"),
             "Base and final agent on the same test tasks. The black whisker is the 95% "
-            "bootstrap confidence interval of pass@1 over tasks.",
+            "interval of pass@1 (Wilson for one sample per task, a task-clustered bootstrap for "
+            "several).",
         ),
         _curve_section(data),
         _attribution_section(data, steps),
         _gate_section(summary),
+        _exploration_section(summary),
         breakdown_section(data, base_runs, final_runs),
         flip_section(flips(base_runs, final_runs), data.final_version),
         _cost_section(summary),
@@ -332,6 +334,49 @@ def _gate_section(summary: dict[str, Any]) -> str:
     )
 
 
+def _exploration_section(summary: dict[str, Any]) -> str:
+    """What each round's search did: tasks searched and solved, each strategy's yield."""
+    rows = []
+    for record in summary["rounds"]:
+        explored = record.get("exploration") or {}
+        roots = explored.get("roots", [0, 0])
+        for name, levels in (explored.get("strategies") or {"-": {}}).items():
+            for level, (branches, passed, tokens) in (levels or {"-": (0, 0, 0)}).items():
+                rows.append(
+                    [
+                        str(record["round"]),
+                        f"{roots[0]} / {roots[1]}",
+                        f"{explored.get('solved', 0)} / {explored.get('searched', 0)}",
+                        esc(name),
+                        esc(level),
+                        f"{passed} / {branches}",
+                        count(tokens),
+                    ]
+                )
+    if not rows:
+        return ""
+    return (
+        "<h2>Exploration</h2>"
+        '<p class="note">Each round plays every training task as the agent is (the roots), then '
+        "searches the tasks no root solved: branches replay a state an episode reached and take "
+        "an action not tried there, under a proposal strategy the scheduler picks by its "
+        "verified successes per generated token so far.</p>"
+        + table(
+            [
+                "round",
+                "roots passed",
+                "searched tasks solved",
+                "strategy",
+                "level",
+                "branches passed",
+                "tokens generated",
+            ],
+            rows,
+            numeric=(1, 2, 5, 6),
+        )
+    )
+
+
 def _cost_section(summary: dict[str, Any]) -> str:
     rows = [
         [
@@ -388,7 +433,8 @@ def _glossary(config: dict[str, Any]) -> str:
     return (
         "<footer><p><b>How to read this.</b> <i>pass@1</i> is the share of episodes the "
         "verifier passed (it checks the state the agent left, not its claims). The <i>probe</i> "
-        "split is a fixed set of tasks the gate uses to accept or reject candidates; the "
+        "split gives the gate its tasks to accept or reject candidates, fresh ones each round; "
+        "the "
         "<i>test</i> split is held out and never used for a decision. A <i>lever</i> proposes a "
         "candidate agent (demonstrations, insight rules, fine-tuned weights); the <i>gate</i> "
         "keeps it only if it is significantly better on the probe without too many "

@@ -305,11 +305,16 @@ def test_one_batch_can_mix_temperatures(model: Any) -> None:
 
 @pytest.mark.model
 @pytest.mark.slow
-def test_allowed_tools_narrow_what_the_decoder_may_call(model: Any) -> None:
+def test_reply_tools_narrow_what_the_decoder_may_call(model: Any) -> None:
     prompts, _ = calc_prompts(3, seed=7)
-    narrowed = [replace(p, allowed_tools=("finish",)) for p in prompts]
+
+    def only(prompt: Prompt, *names: str) -> Prompt:
+        tools = tuple(t for t in prompt.tools if t["function"]["name"] in names)
+        return replace(prompt, reply_tools=tools)
+
+    narrowed = [only(p, "finish") for p in prompts]
     replies = model.complete(narrowed, Sampling(temperature=1.0, max_tokens=48, seed=1))
     assert all(c.error is None and json.loads(c.text)["name"] == "finish" for c in replies)
-    others = [replace(p, allowed_tools=("add", "multiply")) for p in prompts]
+    others = [only(p, "add", "multiply") for p in prompts]
     replies = model.complete(others, Sampling(temperature=1.0, max_tokens=48, seed=1))
     assert all(json.loads(c.text)["name"] in {"add", "multiply"} for c in replies)

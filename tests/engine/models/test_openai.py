@@ -543,6 +543,6 @@ def test_a_prompt_narrowed_to_some_tools_offers_only_those(serve):
     call = {"id": "c", "type": "function", "function": {"name": "add", "arguments": "{}"}}
     server = serve(lambda i, body: ok(None, [call]))
     other = {**ADD_TOOL, "function": {**ADD_TOOL["function"], "name": "finish"}}
-    narrowed = replace(ask(tools=(ADD_TOOL, other)), allowed_tools=("add",))
+    narrowed = replace(ask(tools=(ADD_TOOL, other)), reply_tools=(ADD_TOOL,))
     model_for(server).complete([narrowed], Sampling())
     assert server.requests[0]["tools"] == [ADD_TOOL]

@@ -105,11 +105,17 @@ def test_a_scored_episode_masks_every_action_failed_ones_too():
     task = Task("calc-x", "calc", "Compute 2 + 3.", "train")
     episode = Trajectory(task, "base", "1", messages, steps=steps)
     example = scored_example(CharTokenizer(), Scored(episode, -0.5))
-    assert example is not None and example.advantage == -0.5
+    assert example is not None and set(example.advantages) == {-0.5}
     masked = "".join(
         chr(i - 1) for i, m in zip(example.input_ids, example.action_mask, strict=True) if m
     )
     assert '"a": "x"' in masked and '"answer": "5"' in masked
+    assert len(example.advantages) == len(masked)
+    # Per-turn credit: each turn's tokens take their own turn's advantage.
+    stepped = scored_example(CharTokenizer(), Scored(episode, -0.5, (-1.0, 2.0)))
+    assert stepped is not None
+    first = len(masked) - masked.index('{"name": "finish"')
+    assert stepped.advantages == [-1.0] * (len(masked) - first) + [2.0] * first
 
 
 def test_token_logps_match_the_full_softmax():

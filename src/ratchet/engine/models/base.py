@@ -12,7 +12,6 @@ from rich.progress import Progress
 
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Trajectory
-from ratchet.engine.models.copying import chain_on, copy_only
 
 
 class ModelError(RuntimeError):
@@ -31,19 +30,11 @@ class Prompt:
         temperature: This conversation's own sampling temperature, overriding the batch's
             :attr:`Sampling.temperature` (so one batch can mix temperatures); ``None``: the
             batch's.
-        allowed_tools: Names of the tools this reply may call, among ``tools`` (``None``: any).
-            A backend that constrains decoding enforces it and still shows every tool, so the
-            prompt is the same as without it; others offer only these tools.
-        copy_spans: Values the reply's free string and number arguments must be copied from
-            (spans of the conversation, see :mod:`.copying`; ``None``: free). Enforced like
-            ``allowed_tools``.
-        chain_spans: Values at least one argument of the reply must be copied from (the
-            spans of the latest tool result, see :func:`.copying.chain_on`; ``None``: no
-            such requirement). Applies with ``copy_spans`` only; enforced like it.
-        once_spans: Values of ``copy_spans`` the reply may pass only once (the conversation
-            mentions them once more than earlier calls passed them, see
-            :func:`.copying.uses_left`): a chained reply that takes one up from the latest
-            result passes it in no other argument. ``()``: no such limit.
+        reply_tools: The tool schemas the reply must be a call of, narrowed and restricted by
+            whoever built the prompt (an explorer: one drawn tool, arguments copied from the
+            conversation); ``None``: any of ``tools``. A backend that constrains decoding
+            enforces it and still shows the model ``tools``, so the prompt reads the same as
+            without it; one that cannot constrain offers only these tools.
         seed: This reply's own sampling seed, overriding the batch's (``Sampling.seed`` plus
             the prompt's position), so the reply samples alike in whatever batch it lands;
             ``None``: the batch's.
@@ -53,10 +44,7 @@ class Prompt:
     tools: tuple[dict[str, Any], ...] = ()
     key: str | None = None
     temperature: float | None = None
-    allowed_tools: tuple[str, ...] | None = None
-    copy_spans: tuple[str, ...] | None = None
-    chain_spans: tuple[str, ...] | None = None
-    once_spans: tuple[str, ...] = ()
+    reply_tools: tuple[dict[str, Any], ...] | None = None
     seed: int | None = None
 
 
@@ -68,22 +56,8 @@ def tool_name(tool: dict[str, Any]) -> str:
 
 
 def offered_tools(prompt: Prompt) -> tuple[dict[str, Any], ...]:
-    """The tools ``prompt``'s reply may call: ``tools`` narrowed and restricted as it says.
-
-    ``allowed_tools`` narrows which tools; ``copy_spans`` restricts their free arguments, and
-    ``chain_spans`` makes one of them take a value of the latest result (one of ``once_spans``
-    in that argument only).
-    """
-    tools = prompt.tools
-    if prompt.allowed_tools is not None:
-        allowed = set(prompt.allowed_tools)
-        tools = tuple(tool for tool in tools if tool_name(tool) in allowed)
-    if prompt.copy_spans is None:
-        return tools
-    tools = copy_only(tools, prompt.copy_spans)
-    if prompt.chain_spans is None:
-        return tools
-    return chain_on(tools, prompt.chain_spans, prompt.once_spans)
+    """The tools ``prompt``'s reply may call: its ``reply_tools`` if set, else its ``tools``."""
+    return prompt.tools if prompt.reply_tools is None else prompt.reply_tools
 
 
 def estimate_tokens(prompt: Prompt) -> int:
@@ -275,10 +249,14 @@ class Scored:
     Attributes:
         trajectory: The episode; every assistant turn in it, failed ones included, is trained.
         advantage: Positive to make its actions likelier, negative to make them rarer.
+        turn_advantages: One advantage per assistant turn, in order, in place of
+            ``advantage`` (step-level credit: the action at a state that siblings sharing the
+            state acted otherwise at); ``None``: ``advantage`` for every turn.
     """
 
     trajectory: Trajectory
     advantage: float
+    turn_advantages: tuple[float, ...] | None = None
 
 
 @runtime_checkable

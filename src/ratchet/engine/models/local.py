@@ -38,6 +38,9 @@ from ratchet.engine.models.constrain import ToolCallConstraint, tool_call_gramma
 from ratchet.engine.models.render import render_prompt
 from ratchet.engine.models.weights import load
 
+GRAMMAR_CACHE = 256
+"""Grammars a :class:`LocalModel` keeps compiled (see :meth:`LocalModel._grammar`)."""
+
 
 def default_threads() -> int:
     """Return the default torch thread count: every core this process may use.
@@ -165,9 +168,7 @@ class LocalModel:
         seeds = row_seeds(prompts, sampling)
         for index, (prompt, seed) in enumerate(zip(prompts, seeds, strict=True)):
             try:
-                grammar = self._grammar(
-                    offered_tools(prompt), sampling.max_tokens, prompt.copy_spans is None
-                )
+                grammar = self._grammar(offered_tools(prompt), sampling.max_tokens)
                 row = self._tokens(prompt, sampling.max_tokens)
             except (ValueError, TypeError, KeyError) as exc:
                 errors[index] = f"cannot prompt the model: {exc}"
@@ -263,23 +264,24 @@ class LocalModel:
             )
         return completions
 
-    def _grammar(
-        self, tools: Sequence[dict[str, Any]], max_tokens: int, cached: bool = True
-    ) -> str | None:
+    def _grammar(self, tools: Sequence[dict[str, Any]], max_tokens: int) -> str | None:
         """Return the grammar for ``tools``, or ``None`` when decoding is free.
 
-        Grammars are cached unless ``cached`` is false (tools restricted to one conversation's
-        spans, which no other prompt shares).
+        The newest :data:`GRAMMAR_CACHE` grammars are kept: most prompts offer the same tools,
+        while a reply restricted to one conversation's values (an exploring episode's) needs its
+        own.
         """
         if not self.constrained or not tools:
             return None
         cap = max_tokens if self.bounded else None
-        if not cached:
-            return tool_call_grammar(tools, cap, self.count_text)
         key = (json.dumps(tools, sort_keys=True), cap)
-        if key not in self._grammars:
-            self._grammars[key] = tool_call_grammar(tools, cap, self.count_text)
-        return self._grammars[key]
+        grammar = self._grammars.pop(key, None)
+        if grammar is None:
+            grammar = tool_call_grammar(tools, cap, self.count_text)
+        self._grammars[key] = grammar  # re-inserted: the newest last
+        while len(self._grammars) > GRAMMAR_CACHE:
+            del self._grammars[next(iter(self._grammars))]
+        return grammar
 
     def count_text(self, text: str) -> int:
         """Return how many tokens ``text`` takes in this model's tokenizer."""

@@ -62,7 +62,8 @@ def to_example(
     rendered = ""
     assistant_turn = 0
     for index, message in enumerate(messages):
-        if message["role"] != "assistant":
+        # A demonstration shown before the task is context, never a target of this episode.
+        if message["role"] != "assistant" or message.get("demonstration"):
             continue
         step = trajectory.steps[assistant_turn] if assistant_turn < len(trajectory.steps) else None
         assistant_turn += 1

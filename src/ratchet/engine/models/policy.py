@@ -77,17 +77,17 @@ class PairExample:
 
 @dataclass(frozen=True)
 class ScoredExample:
-    """One tokenised episode with its advantage.
+    """One tokenised episode with the advantage of each of its action tokens.
 
     Attributes:
         input_ids: The whole rendered conversation.
         action_mask: 1 on every assistant token.
-        advantage: How much to reinforce those tokens (negative: discourage).
+        advantages: How much to reinforce each masked token (negative: discourage), in order.
     """
 
     input_ids: list[int]
     action_mask: list[int]
-    advantage: float
+    advantages: list[float]
 
 
 def pair_example(
@@ -136,11 +136,24 @@ def pair_or_anchor_example(
 def scored_example(
     tokenizer: Any, scored: Scored, max_tokens: int = 1024, render: Render = render_prompt
 ) -> ScoredExample | None:
-    """Tokenise an episode with every assistant turn in the mask (failed ones too)."""
+    """Tokenise an episode with every assistant turn in the mask (failed ones too).
+
+    Each turn's tokens take its entry of ``turn_advantages`` (the turns are the mask's runs of
+    ones, in order), or ``advantage`` where there is none.
+    """
     example = to_example(tokenizer, scored.trajectory, max_tokens, failed=True, render=render)
     if example is None:
         return None
-    return ScoredExample(example.input_ids, example.assistant_masks, scored.advantage)
+    per_turn = scored.turn_advantages or ()
+    advantages: list[float] = []
+    turn, inside = -1, False
+    for bit in example.assistant_masks:
+        if bit and not inside:
+            turn += 1
+        inside = bool(bit)
+        if bit:
+            advantages.append(per_turn[turn] if turn < len(per_turn) else scored.advantage)
+    return ScoredExample(example.input_ids, example.assistant_masks, advantages)
 
 
 def token_logps(model: Any, batch: Sequence[Sequence_], pad_id: int = 0) -> list[Any]:
@@ -284,7 +297,8 @@ def _grpo_loss(
         picked = rng.choices(range(len(examples)), k=settings.batch_size)
         for i in picked:  # an episode at a time: only one episode's activations are alive
             [logps] = token_logps(trainable, [sequences[i]])
-            advantage, old = examples[i].advantage, reference[i]
+            advantage = torch.tensor(examples[i].advantages, dtype=logps.dtype)
+            old = reference[i]
             ratio = torch.exp(logps - old)
             clipped = torch.clamp(ratio, 1 - settings.clip, 1 + settings.clip)
             surrogate = torch.minimum(ratio * advantage, clipped * advantage)

@@ -108,7 +108,7 @@ env: SimpleEnv[World] = SimpleEnv(
     oracle=_solve,
     policy=POLICY,
     max_difficulty=MAX_DIFFICULTY,
-    version="2",
+    version="3",
     describe=_relabel,
 )
 

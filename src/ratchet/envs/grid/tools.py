@@ -10,7 +10,17 @@ from ratchet.core.task import Task
 from ratchet.core.tool import ToolError
 from ratchet.envs.choices import closed
 from ratchet.envs.grid.goals import Goal, goal_from_params
-from ratchet.envs.grid.world import DIRECTIONS, HELD, Exit, Layout, State
+from ratchet.envs.grid.world import (
+    COLORS,
+    DIRECTIONS,
+    HELD,
+    KEYS,
+    RECIPES,
+    VOCABULARY,
+    Exit,
+    Layout,
+    State,
+)
 
 
 @dataclass
@@ -43,9 +53,11 @@ def build(task: Task) -> World:
 def tools(world: World) -> list[Callable[..., str]]:
     """Return the tools bound to ``world``: move, look, take, drop, use, craft, inventory.
 
-    Arguments naming a door, an item or a product accept only the names this world has; a
-    tool is offered only where it has something to act on (``use`` needs a key, ``craft`` a
-    recipe whose ingredients exist, ``take`` and ``drop`` an item).
+    Arguments naming a door, an item or a product accept only the names the env's houses can
+    have (every colour's room, every item of the env's vocabulary), never only this house's:
+    the schemas are part of what the agent reads before it has seen anything, and a list of
+    this house's items or rooms would tell it what lies behind doors it has not opened. Every
+    tool is offered in every house, for the same reason.
     """
 
     def move(to: str) -> str:
@@ -114,22 +126,16 @@ def tools(world: World) -> list[Callable[..., str]]:
         items = rules.held(world.layout, world.state)
         return f"You hold: {', '.join(items)}." if items else "You hold nothing."
 
-    layout = world.layout
-    doors = [*DIRECTIONS, *(f"{room} room" for room in layout.rooms)]
-    keys = [item for item in layout.items if rules.key_metal(item) is not None]
-    products = [item for item in layout.items if item in rules.RECIPES]
-    items = list(layout.items)
-    offered: list[tuple[Callable[..., str], dict[str, list[str]]]] = [
-        (move, {"to": doors}),
-        (look, {}),
-        (take, {"item": items}),
-        (drop, {"item": items}),
-        (use, {"item": keys, "target": doors}),
-        (craft, {"item": products}),
-        (inventory, {}),
+    doors = [*DIRECTIONS, *(f"{color} room" for color in COLORS)]
+    return [
+        closed(move, to=doors),
+        look,
+        closed(take, item=VOCABULARY),
+        closed(drop, item=VOCABULARY),
+        closed(use, item=KEYS, target=doors),
+        closed(craft, item=RECIPES),
+        inventory,
     ]
-    # A tool with nothing it could act on in this world (no keys, no recipe) is left out.
-    return [closed(fn, **names) for fn, names in offered if all(names.values())]
 
 
 def _held(world: World, item: str) -> int:

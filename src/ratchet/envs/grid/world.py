@@ -46,6 +46,8 @@ MATERIALS = tuple(
 )
 TRINKETS = ("cup", "book", "lamp", "boot", "coin", "map", "bell", "vase")
 KEYS = tuple(f"{metal} key" for metal in METALS)
+VOCABULARY = (*KEYS, *MATERIALS, *RECIPES, *TRINKETS)
+"""Every item a house can hold: keys, materials, products and trinkets."""
 
 
 def key_metal(item: str) -> str | None:

@@ -1,11 +1,15 @@
 """Group-relative policy optimisation, offline, over the incumbent's own stored samples.
 
-The k samples the incumbent played of a training task form a group; each episode's advantage
-is its verdict score minus the group's mean, divided by the group's standard deviation. A group
-whose scores are all equal (all passed, or all failed) says nothing about which actions were
-better and is skipped. The trainer (:meth:`~ratchet.engine.models.base.Trainer.grpo`) continues
-the incumbent's adapter and clips each token's probability ratio to the incumbent, which played
-the samples, with a KL penalty to it.
+The episodes the incumbent played of a training task (its samples and the search's branches)
+form a group; a group whose scores are all equal (all passed, or all failed) says nothing about
+which actions were better and is skipped. Within a group, credit is given per step: the
+episodes form a tree (a branch replays its parent's actions up to where it branched), and each
+action's advantage is the value of the state it led to minus that of the state it was taken at,
+over the spread of scores there (:mod:`ratchet.improve.explore.credit`); for samples that share
+no prefix this is the group-relative advantage of their first action. The trainer
+(:meth:`~ratchet.engine.models.base.Trainer.grpo`) continues the incumbent's adapter and clips
+each token's probability ratio to the incumbent, which played the samples, with a KL penalty to
+it.
 
 Warm start: GRPO pays off only once the agent succeeds sometimes, so it is meant to follow
 ``rft``: with ``--levers rft,grpo`` the first rounds' ``rft`` adapter, once accepted, is the
@@ -22,11 +26,13 @@ from dataclasses import dataclass
 from ratchet.core.agent import Agent
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.models.base import Scored
+from ratchet.improve.explore.credit import turn_advantages
 from ratchet.improve.levers.base import LeverContext, NoCandidate
 from ratchet.improve.levers.pairs import groups
 from ratchet.improve.levers.weights import (
     ADAPTER_DIR,
     adapter_candidate,
+    as_prompted,
     incumbent_adapter,
     lora_settings,
     played,
@@ -44,13 +50,24 @@ def advantages(group: Sequence[Trajectory]) -> list[float] | None:
 
 
 def scored_groups(grouped: dict[str, list[Trajectory]], limit: int) -> list[Scored]:
-    """The episodes of the informative groups with their advantages, newest groups first."""
+    """The episodes of the informative groups with their advantages, newest groups first.
+
+    Each episode carries its group-relative advantage and, per turn, the step-level credit of
+    the task's tree (:func:`~ratchet.improve.explore.credit.turn_advantages`), which the trainer
+    uses in its place: the samples and branches of a task share prefixes, and only the turns
+    where they parted say which action was better.
+    """
     found: list[Scored] = []
     for samples in reversed(list(grouped.values())):
         relative = advantages(samples)
         if relative is None:
             continue
-        found.extend(Scored(t, a) for t, a in zip(samples, relative, strict=True))
+        steps = turn_advantages(samples)
+        found.extend(
+            Scored(t, a, per_turn)
+            for t, a, per_turn in zip(samples, relative, steps, strict=True)
+            if per_turn is not None
+        )
         if len(found) >= limit:
             break
     return found
@@ -91,7 +108,8 @@ class GrpoLever:
             for t in context.experience
             if played(context, t) and t.agent == context.incumbent.version
         )
-        episodes = scored_groups(own, self.max_episodes)
+        prompted = {task: as_prompted(group, context.incumbent) for task, group in own.items()}
+        episodes = scored_groups(prompted, self.max_episodes)
         if not episodes:
             raise NoCandidate("no task whose samples by the incumbent scored differently")
         settings = lora_settings(self, context, beta=self.beta, clip=self.clip)

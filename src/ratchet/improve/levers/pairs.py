@@ -31,6 +31,7 @@ from ratchet.improve.levers.rft import newest_lessons
 from ratchet.improve.levers.weights import (
     ADAPTER_DIR,
     adapter_candidate,
+    as_prompted,
     incumbent_adapter,
     lora_settings,
     played,
@@ -53,7 +54,12 @@ def _action(step: Step) -> str:
 
 
 def _assistant_messages(trajectory: Trajectory) -> list[int]:
-    return [i for i, m in enumerate(trajectory.messages) if m.get("role") == "assistant"]
+    """Where the episode's own assistant turns are (demonstrations shown before it aside)."""
+    return [
+        i
+        for i, m in enumerate(trajectory.messages)
+        if m.get("role") == "assistant" and not m.get("demonstration")
+    ]
 
 
 def parting(success: Trajectory, failure: Trajectory) -> Preference | None:
@@ -141,11 +147,12 @@ class PairsLever:
             ValueError: If the incumbent's weights cannot be trained (no trainer).
         """
         trainer = trainer_of(context, self.name)
-        real = groups(t for t in context.experience if played(context, t))
+        own = [t for t in context.experience if played(context, t)]
+        real = groups(as_prompted(own, context.incumbent))
         pairs = mine_pairs(real, self.max_pairs)
         if not pairs:
             raise NoCandidate("no task with a success and a failure parting at one action")
-        anchors = self.anchors(context.experience, context.env.name)
+        anchors = as_prompted(self.anchors(context.experience, context.env.name), context.incumbent)
         settings = lora_settings(
             self,
             context,

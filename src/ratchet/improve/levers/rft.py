@@ -3,7 +3,9 @@
 Keep the training episodes the verifier passed (hindsight relabels included, which is how a
 cold start with no real success still has data; a trimmed success in place of its source, see
 :func:`~ratchet.improve.hindsight.lessons`) and hand them to the model's trainer, which
-fine-tunes a fresh adapter on their assistant turns (see :mod:`ratchet.engine.models.training`).
+fine-tunes a fresh adapter on their assistant turns (see :mod:`ratchet.engine.models.training`),
+each rendered as the candidate will be prompted: with the demonstrations its exemplars give
+(see :func:`~ratchet.improve.levers.weights.as_prompted`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ratchet.improve.levers.base import LeverContext
 from ratchet.improve.levers.weights import (
     ADAPTER_DIR,
     adapter_candidate,
+    as_prompted,
     lora_settings,
     trainer_of,
 )
@@ -54,7 +57,8 @@ class RftLever:
             ValueError: If the incumbent's weights cannot be trained (no trainer).
         """
         trainer = trainer_of(context, self.name)
-        successes = self.successes(context.experience, context.env.name)
+        lessons = self.successes(context.experience, context.env.name)
+        successes = as_prompted(lessons, context.incumbent)
         settings = lora_settings(self, context, length_exponent=self.length_exponent)
         result = trainer.sft(successes, context.workdir / ADAPTER_DIR, settings, context.progress)
         return adapter_candidate(context, self.name, result)

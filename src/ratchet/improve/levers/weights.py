@@ -7,11 +7,13 @@ candidate's notes.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol, TypedDict, Unpack
 
 from ratchet.core.agent import Agent
+from ratchet.core.memory import ExemplarIndex, demonstration
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.models.base import LoraSettings, Trainer, TrainResult
 from ratchet.improve.levers.base import LeverContext, NoCandidate
@@ -97,6 +99,35 @@ def played(context: LeverContext, trajectory: Trajectory) -> bool:
         and trajectory.error is None
         and not trajectory.metadata.get("hindsight")
     )
+
+
+def as_prompted(episodes: Sequence[Trajectory], agent: Agent) -> list[Trajectory]:
+    """``episodes`` as ``agent`` is prompted: with the demonstrations it would be shown.
+
+    An adapter trained on bare conversations and then run with exemplars in its prompt sees
+    text it never learned from (an rft adapter with exemplars added passed 0 of 24 probe tasks
+    where it alone passed 24). Each episode gets, after its system message, the demonstrations
+    ``agent``'s exemplars give its task (as the rollout selects them, its own problem never
+    among them), marked ``"demonstration": True`` so that training reads them as context, never
+    as targets. Without exemplars the episodes are returned as they are.
+    """
+    if not agent.exemplars:
+        return list(episodes)
+    index = ExemplarIndex(agent.exemplars)
+    shown = []
+    for episode in episodes:
+        chosen = index.select(episode.task, agent.exemplars_per_task, agent.exemplar_token_budget)
+        turns = [
+            {**turn, "demonstration": True}
+            for exemplar in chosen
+            for turn in demonstration(exemplar)
+        ]
+        if turns:
+            episode = replace(
+                episode, messages=(episode.messages[0], *turns, *episode.messages[1:])
+            )
+        shown.append(episode)
+    return shown
 
 
 def adapter_candidate(

@@ -1,8 +1,8 @@
 import json
 
-from ratchet.engine.models.base import Prompt, offered_tools
+from ratchet.engine.models.base import Prompt
 from ratchet.engine.models.constrain import tool_call_grammar
-from ratchet.engine.models.copying import (
+from ratchet.improve.explore.copying import (
     MAX_SPANS,
     chain_on,
     conversation_spans,
@@ -10,6 +10,10 @@ from ratchet.engine.models.copying import (
     result_spans,
     uses_left,
 )
+from ratchet.improve.explore.strategies import POLICY, Strategy, Track, reply_tools
+
+COPY = Strategy("copy", copy_arguments=True)
+CHAIN = Strategy("chain", copy_arguments=True, chain=True)
 
 MESSAGES = (
     {"role": "system", "content": "You solve tasks by calling tools."},
@@ -76,12 +80,12 @@ def test_copy_only_restricts_free_arguments_at_every_depth_and_narrows_enums_to_
     assert "enum" not in free["function"]["parameters"]["properties"]["limit"]
 
 
-def test_a_prompt_with_copy_spans_offers_restricted_tools_that_compile_to_a_grammar():
-    prompt = Prompt(MESSAGES, (LOOKUP,), copy_spans=conversation_spans(MESSAGES))
-    (offered,) = offered_tools(prompt)
+def test_a_copying_strategy_offers_restricted_tools_that_compile_to_a_grammar():
+    prompt = Prompt(MESSAGES, (LOOKUP,))
+    (offered,) = reply_tools(COPY, prompt, Track())
     email = offered["function"]["parameters"]["properties"]["email"]
     assert "fatima.ahmed57@example.com" in email["enum"]
-    assert offered_tools(Prompt(MESSAGES, (LOOKUP,))) == (LOOKUP,)
+    assert reply_tools(POLICY, prompt, Track()) is None
     assert tool_call_grammar([offered], 96, lambda text: len(text) // 3 + 1)
 
 
@@ -168,10 +172,7 @@ def test_a_result_left_once_is_taken_up_by_one_argument_only():
     left = uses_left(messages, [3, 26])
     once = tuple(span for span, uses in left.items() if uses == 1)
     assert "-23" in once and "4" in once
-    prompt = Prompt(
-        messages, tuple(CALC), copy_spans=tuple(left), chain_spans=("-23",), once_spans=once
-    )
-    add, subtract, finish = offered_tools(prompt)
+    add, subtract, finish = chain_on(copy_only(CALC, tuple(left)), ("-23",), once)
     options = subtract["function"]["parameters"]["anyOf"]
     pairs = [(o["properties"]["a"]["enum"], o["properties"]["b"]["enum"]) for o in options]
     assert pairs == [([-23], [4]), ([4], [-23])]
@@ -219,16 +220,12 @@ def test_many_values_left_once_share_alternatives_so_the_grammar_stays_bounded()
     assert options[0]["properties"]["b"]["enum"] == list(range(20))
 
 
-def test_a_prompt_with_chain_spans_offers_only_chained_calls():
-    prompt = Prompt(
-        STEPPED,
-        tuple(CALC),
-        copy_spans=conversation_spans(STEPPED),
-        chain_spans=result_spans(STEPPED),
-    )
-    assert [t["function"]["name"] for t in offered_tools(prompt)] == ["add", "subtract", "finish"]
-    free = Prompt(STEPPED, tuple(CALC), chain_spans=result_spans(STEPPED))
-    assert offered_tools(free) == tuple(CALC)  # chaining applies with copying only
+def test_a_chaining_strategy_offers_only_chained_calls():
+    prompt = Prompt(STEPPED, tuple(CALC))
+    chained = reply_tools(CHAIN, prompt, Track())
+    assert [t["function"]["name"] for t in chained] == ["add", "subtract", "finish"]
+    unchained = Strategy("x", chain=True)  # chaining applies with copying only
+    assert reply_tools(unchained, prompt, Track()) is None
 
 
 def test_closed_values_are_taken_up_when_the_result_mentions_them_as_words():
@@ -294,7 +291,7 @@ def test_a_tool_whose_required_argument_cannot_be_copied_is_left_out():
 
 
 def test_a_lone_uncopyable_tool_keeps_that_argument_free_so_its_call_can_be_decoded():
-    (drawn,) = offered_tools(Prompt(MESSAGES[:2], (CANCEL,), copy_spans=("Please cancel", "ok")))
+    (drawn,) = copy_only((CANCEL,), ("Please cancel", "ok"))
     properties = drawn["function"]["parameters"]["properties"]
     assert properties["order_id"] == ORDER_ID  # free: no span is an order id
     assert properties["note"]["enum"] == ["ok"]  # still copied

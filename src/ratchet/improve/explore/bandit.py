@@ -1,0 +1,95 @@
+"""Which strategy steers a branch: chosen by each strategy's measured yield, per level.
+
+A strategy's yield at a level is its verified successes per generated token: how many of the
+branches it steered there passed, over the tokens they cost (the discarded resamples of their
+branching action included). The scheduler is a Thompson sampler: for each branch it draws a
+pass rate for every strategy from its Beta posterior at the branch's level (shrunk toward the
+strategy's record over all levels, so a level it has not played yet starts from what it did
+elsewhere), divides it by the strategy's mean cost per branch, and takes the best. A strategy
+that keeps paying gets most of the budget; the others keep a share that shrinks with the
+evidence against them, and one that starts paying is found again.
+
+Everything is counted from the run's stored episodes, so a resumed round makes the same choices.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ratchet.core.trajectory import Trajectory
+from ratchet.improve.explore.strategies import Strategy
+
+PRIOR_WEIGHT = 2.0
+"""Branches' worth of evidence a strategy's all-level record counts at a level."""
+
+
+@dataclass(frozen=True)
+class Yield:
+    """What one strategy's branches did.
+
+    Attributes:
+        branches: Branches it steered.
+        passed: How many of them the verifier passed.
+        tokens: Tokens they generated (resamples included).
+    """
+
+    branches: int = 0
+    passed: int = 0
+    tokens: int = 0
+
+    def __add__(self, other: Yield) -> Yield:
+        return Yield(
+            self.branches + other.branches, self.passed + other.passed, self.tokens + other.tokens
+        )
+
+    def to_list(self) -> list[int]:
+        """``[branches, passed, tokens]``, as round records keep it."""
+        return [self.branches, self.passed, self.tokens]
+
+
+def tally(episodes: Iterable[Trajectory]) -> dict[tuple[str, int], Yield]:
+    """The yield of every strategy at every level, from the branches among ``episodes``."""
+    found: dict[tuple[str, int], Yield] = {}
+    for episode in episodes:
+        record = episode.exploration
+        if record is None or record.parent is None or episode.error is not None:
+            continue
+        key = (record.strategy, episode.task.difficulty)
+        tokens = episode.completion_tokens + record.discarded_tokens
+        found[key] = found.get(key, Yield()) + Yield(1, int(episode.passed), tokens)
+    return found
+
+
+def pick(
+    strategies: Sequence[Strategy],
+    level: int,
+    yields: dict[tuple[str, int], Yield],
+    rng: random.Random,
+) -> Strategy:
+    """The strategy for one branch at ``level`` (see the module).
+
+    Args:
+        strategies: The strategies to choose among (not empty).
+        level: The task's difficulty.
+        yields: Every strategy's yield per level so far (see :func:`tally`).
+        rng: Draws the posterior samples.
+    """
+    everywhere = {
+        s.name: sum((y for (name, _), y in yields.items() if name == s.name), Yield())
+        for s in strategies
+    }
+    total = sum(everywhere.values(), Yield())
+    mean_cost = total.tokens / total.branches if total.branches else 1.0
+    best, best_value = strategies[0], -1.0
+    for strategy in strategies:
+        pooled, here = everywhere[strategy.name], yields.get((strategy.name, level), Yield())
+        prior = (pooled.passed + 1) / (pooled.branches + 2)
+        alpha = PRIOR_WEIGHT * prior + here.passed
+        beta = PRIOR_WEIGHT * (1 - prior) + here.branches - here.passed
+        cost = (pooled.tokens + mean_cost) / (pooled.branches + 1)
+        value = rng.betavariate(alpha, beta) / max(cost, 1.0)
+        if value > best_value:
+            best, best_value = strategy, value
+    return best

@@ -1,0 +1,54 @@
+"""Which levers propose in a round: the ones whose candidates have not kept losing.
+
+Every candidate costs its proposal's time, the probe episodes the gate plays it on, and a share
+of the round's false-accept budget (the gate splits alpha among a round's candidates). A lever
+whose candidate lost probe points to the incumbent (the exemplars lever stacked on an adapter
+trained without them lost 33 points on grid and all 24 probe tasks on an outside arithmetic
+dataset) sits out the next round; one whose last two candidates both lost proposes no more in
+the run. The reason is recorded in the round's candidates like a lever's own "nothing to
+propose". Everything is read from the completed rounds' records, so a resumed run decides alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ratchet.improve.levers.base import NoCandidate
+
+
+class SitsOut(NoCandidate):
+    """A lever that does not propose this round, and why (see the module)."""
+
+
+def sits_out(rounds: Sequence[dict[str, Any]], lever: str) -> str | None:
+    """Why ``lever`` proposes nothing in the round after ``rounds``; ``None`` if it proposes.
+
+    Args:
+        rounds: The records of the completed rounds, in order.
+        lever: The lever's name.
+    """
+    proposed = [
+        (record["round"], candidate)
+        for record in rounds
+        for candidate in record.get("candidates", [])
+        if candidate["lever"] == lever and candidate.get("version") is not None
+    ]
+    lost: list[tuple[int, dict[str, Any]]] = []
+    for number, candidate in reversed(proposed):
+        if candidate.get("probe_gain", 0.0) >= 0:
+            break
+        lost.append((number, candidate))
+    if len(lost) >= 2:
+        points = ", ".join(f"{100 * c['probe_gain']:+.0f}" for _, c in reversed(lost))
+        return (
+            f"sits out the rest of the run: its last {len(lost)} candidates lost probe points "
+            f"({points})"
+        )
+    if lost and rounds and lost[0][0] == rounds[-1]["round"]:
+        candidate = lost[0][1]
+        return (
+            f"sits out this round: its last candidate ({candidate['version']}) lost "
+            f"{-100 * candidate['probe_gain']:.0f} probe points"
+        )
+    return None

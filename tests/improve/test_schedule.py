@@ -1,0 +1,39 @@
+from ratchet.improve.schedule import sits_out
+
+
+def record(number, *candidates):
+    return {
+        "round": number,
+        "candidates": [
+            {"lever": lever, "version": version, "probe_gain": gain}
+            if version
+            else {"lever": lever, "version": None, "reason": "nothing to propose"}
+            for lever, version, gain in candidates
+        ],
+    }
+
+
+def test_a_lever_whose_candidate_lost_sits_out_the_next_round_only():
+    rounds = [record(1, ("rft", "v1", 0.3), ("exemplars", "v2", -0.33))]
+    reason = sits_out(rounds, "exemplars")
+    assert reason is not None and "sits out this round" in reason and "33 probe points" in reason
+    assert sits_out(rounds, "rft") is None
+    rounds.append(record(2, ("rft", "v3", 0.1), ("exemplars", None, 0.0)))
+    assert sits_out(rounds, "exemplars") is None  # back after one round out
+
+
+def test_a_lever_whose_last_two_candidates_lost_proposes_no_more():
+    rounds = [
+        record(1, ("exemplars", "v1", -0.1)),
+        record(2, ("exemplars", None, 0.0)),
+        record(3, ("exemplars", "v2", -0.05)),
+        record(4, ("exemplars", None, 0.0)),
+    ]
+    reason = sits_out(rounds, "exemplars")
+    assert reason is not None and "rest of the run" in reason and "(-10, -5)" in reason
+
+
+def test_a_gain_or_a_tie_between_losses_resets_the_count():
+    rounds = [record(1, ("rft", "v1", -0.1)), record(2, ("rft", "v2", 0.0))]
+    assert sits_out(rounds, "rft") is None
+    assert sits_out([], "rft") is None
