@@ -374,7 +374,7 @@ async def _stdio_transport(
                     text = message.message.model_dump_json(by_alias=True, exclude_none=True)
                     await stdin.send((text + "\n").encode())
 
-    async with anyio.create_task_group() as pumps:
+    async with process, anyio.create_task_group() as pumps:
         pumps.start_soon(server_to_session)
         pumps.start_soon(session_to_server)
         try:
@@ -402,6 +402,28 @@ async def _stop(process: Any, grace_s: float) -> None:
         # Whatever is left of the group (the server's own children too) goes now.
         os.killpg(group, signal.SIGKILL)
     await process.wait()
+    with anyio.move_on_after(max(grace_s, 1.0)):  # the kernel ends them as it gets to them
+        while _group_lives(group):
+            await anyio.sleep(0.02)
+
+
+def _group_lives(group: int) -> bool:
+    """Whether a process of ``group`` still runs (exited ones awaiting their parent do not)."""
+    try:
+        os.killpg(group, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    if not os.path.isdir("/proc"):
+        return True
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                fields = stat_file.read().rpartition(b")")[2].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 async def _list_tools(session: ClientSession) -> list[dict[str, Any]]:

@@ -7,12 +7,12 @@ practised only if it passes validation: the params define a task, its problem be
 ``train`` split (never probe or test: a fixed pool's own splits decide for its problems, see
 :func:`~ratchet.core.env.split_of_params`), it is not a problem already practised or
 proposed, it is no harder than what is practised, and both the null policy (finish with an
-empty answer) and a forged claim of success fail it. The env's oracle is never asked: the
-incumbent practises the valid proposals at once, and a proposal counts (goes to the run's
-curriculum, which mixes it into later rounds) only once one of its verified episodes solves
-it; the others are turned away as ``unsolved in practice``. Rejections are counted by reason.
-The verified successes (hindsight relabels included) become demonstrations in the candidate
-this lever proposes.
+empty answer) and a forged claim of success fail it. Rejections are counted by reason. The
+env's oracle is never asked whether a proposal can be solved: practice shows it. Valid
+proposals go to the run's curriculum, which mixes the ones not solved yet into later rounds,
+and the incumbent practises them at once; a proposal counts as solved once one of its
+verified episodes solves it, and only such verified successes (hindsight relabels included)
+become demonstrations in the candidate this lever proposes.
 """
 
 from __future__ import annotations
@@ -202,7 +202,7 @@ class TaskLever:
     """Propose practice tasks aimed at the incumbent's failures, and practise them.
 
     The candidate is the incumbent plus its verified successes on those tasks, as
-    demonstrations; the tasks it solved join the run's curriculum.
+    demonstrations; the tasks themselves join the run's curriculum.
 
     Attributes:
         proposer: Writes the tasks; ``None``: a :class:`ModelProposer` on the reflector (or the
@@ -225,8 +225,7 @@ class TaskLever:
 
         Raises:
             ValueError: If the env cannot build tasks from params (no ``task_from_params``).
-            NoCandidate: Without a valid proposal, without a way to practise them (no model),
-                or when practice solved none.
+            NoCandidate: Without a valid proposal, or when practice solved none.
         """
         env = context.env
         if task_builder(env) is None:
@@ -251,16 +250,13 @@ class TaskLever:
                     continue
                 known.add(task.problem)
                 valid.append(task)
-        if not valid or context.play is None:
-            if context.offer_tasks is not None:
-                context.offer_tasks([], rejected)
+        if context.offer_tasks is not None:
+            context.offer_tasks(valid, rejected)
+        if not valid:
             reasons = ", ".join(f"{n} {why}" for why, n in sorted(rejected.items()))
-            if not valid:
-                raise NoCandidate(f"no valid new task ({reasons or 'none proposed'})")
-            raise NoCandidate(
-                f"{len(valid)} valid new tasks, but none can count: without a model to "
-                "practise them, nothing shows they can be solved"
-            )
+            raise NoCandidate(f"no valid new task ({reasons or 'none proposed'})")
+        if context.play is None:
+            return None
         return self._candidate(context, valid, rejected, ceiling)
 
     def _candidate(
@@ -270,11 +266,6 @@ class TaskLever:
         incumbent = context.incumbent
         played = context.play(incumbent, tasks, self.practice_k)
         solved_ids = {t.task.id for t in played if t.passed and not t.errors}
-        accepted = [task for task in tasks if task.id in solved_ids]
-        if len(accepted) < len(tasks):
-            rejected["unsolved in practice"] += len(tasks) - len(accepted)
-        if context.offer_tasks is not None:
-            context.offer_tasks(accepted, rejected)
         relabelled = relabel_all(context.env, played, incumbent, ceiling).successes
         solved = [t for t in (*played, *relabelled) if t.passed and not t.errors]
         best: dict[str, Trajectory] = {}
@@ -293,7 +284,8 @@ class TaskLever:
             self.name,
             exemplars=(*incumbent.exemplars, *new)[-self.pool_size :],
             notes={
-                "tasks_accepted": len(accepted),
+                "tasks_offered": len(tasks),
+                "tasks_solved": len(solved_ids),
                 "tasks_rejected": dict(sorted(rejected.items())),
                 "practice_passed": sum(t.passed for t in played),
                 "practice_episodes": len(played),
