@@ -35,7 +35,7 @@ from typing import Any
 
 from ratchet import ImproveConfig, cached_backends, improve, make_env
 from ratchet.core.records import from_dict, to_dict
-from ratchet.core.stats import wilson
+from ratchet.core.stats import between_runs, wilson
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 GOAL = 0.30  # the gain in test pass@1 that each row aims for (stated on the page)
@@ -296,8 +296,10 @@ def _over_seeds(records: list[dict[str, Any]]) -> list[str]:
     """A table of each row run over several seeds: its gain per seed, their mean, pooled rates.
 
     Each seed draws its own test tasks, so pooling them gives an interval over every test
-    task of every seed; the gains per seed show how much one run varies from another. Runs
-    pool only if their commands match but for the seed and the run directory.
+    task of every seed; that interval counts the tasks as independent and leaves out how much
+    one run varies from another. The mean gain therefore carries a between-run interval too,
+    a t interval over the per-seed gains (:func:`ratchet.core.stats.between_runs`). Runs pool
+    only if their commands match but for the seed and the run directory.
     """
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in records:
@@ -308,11 +310,14 @@ def _over_seeds(records: list[dict[str, Any]]) -> list[str]:
         return []
     lines = [
         "",
-        "Over seeds (each seed draws its own training, probe and test tasks; pooled rates are "
-        "over every seed's test tasks, with 95% Wilson intervals):",
+        "Over seeds (each seed draws its own training, probe and test tasks). The mean gain "
+        "carries a 95% between-run interval, a t interval over the per-seed gains, so it counts "
+        "how much one run differs from the next; the pooled rates are over every seed's test "
+        "tasks, with 95% Wilson intervals that count the tasks as independent and leave that "
+        "run-to-run variance out:",
         "",
-        "| env | levers | seeds | gain per seed | mean gain | pooled base | pooled final | "
-        "goal met |",
+        "| env | levers | seeds | gain per seed | mean gain (between-run 95%) | pooled base | "
+        "pooled final | goal met |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for (env, levers, _), group in several.items():
@@ -321,11 +326,18 @@ def _over_seeds(records: list[dict[str, Any]]) -> list[str]:
         met = sum(_goal(r) == "met" for r in group)
         lines.append(
             f"| {env} | {levers} | {', '.join(str(r.get('seed', 0)) for r in group)} | "
-            f"{', '.join(f'{g:+.2f}' for g in gains)} | {sum(gains) / len(gains):+.2f} | "
+            f"{', '.join(f'{g:+.2f}' for g in gains)} | {_between_runs(gains)} | "
             f"{_pooled(group, 'base')} | {_pooled(group, 'final')} | "
             f"{'n/a' if group[0]['privileged'] else f'{met} of {len(group)}'} |"
         )
     return lines
+
+
+def _between_runs(gains: list[float]) -> str:
+    """The mean gain and its between-run t interval, e.g. ``+0.44 (+0.15 to +0.72)``."""
+    interval = between_runs(gains)
+    mean = sum(gains) / len(gains)
+    return f"{mean:+.2f} ({interval.low:+.2f} to {interval.high:+.2f})"
 
 
 def _pooled(group: list[dict[str, Any]], side: str) -> str:

@@ -11,8 +11,7 @@ from ratchet.adapters.openenv_client import tool_result_text
 from ratchet.adapters.openenv_server import openenv_app, server_name
 from ratchet.core.agent import Agent
 from ratchet.core.pool import TaskPool
-from ratchet.core.records import from_dict
-from ratchet.core.task import Task, TaskSpec
+from ratchet.core.task import SPLITS, TaskSpec
 from ratchet.core.tool import ToolCall, ToolError
 from ratchet.core.trajectory import InfrastructureError
 from ratchet.engine.harness import replay
@@ -70,11 +69,14 @@ def test_the_example_env_passes_check(example):
 
 
 def test_a_ratchet_env_served_as_openenv_round_trips(example):
-    url = example.start(openenv_app(calc, tasks_per_split=20))
+    url = example.start(openenv_app(calc, tasks_per_split=20, api_key="k3y"))
+    # The server keeps each task's params; the env's author looks them up by task id.
+    ours = {task.id: task for split in SPLITS for task in calc.tasks(split, 20)}
     remote = openenv_env(
         url,
         name="calc-over-openenv",
-        oracle=lambda task: calc.oracle(from_dict(Task, task.params["task"]["ratchet"])),
+        oracle=lambda task: calc.oracle(ours[task.params["task"]["id"]]),
+        api_key="k3y",
     )
     assert server_name(calc) == "calc" and len(remote.tasks("probe", 20)) == 20
     task = remote.tasks("test", 1)[0]
@@ -82,6 +84,8 @@ def test_a_ratchet_env_served_as_openenv_round_trips(example):
     assert tools == ["add", "subtract", "multiply", "divide", "finish"]
     report = check_env(remote, n=4, split_draws=20)
     assert report.passed, [r for r in report.results if not r.passed]
+    with pytest.raises(ConnectionError, match="401"):
+        openenv_env(url, name="no-key", oracle=lambda task: [])
 
 
 def test_an_unreachable_server_is_a_clear_error():

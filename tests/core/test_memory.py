@@ -1,5 +1,7 @@
+from dataclasses import replace
+
 from ratchet.core.agent import Exemplar
-from ratchet.core.memory import ExemplarIndex
+from ratchet.core.memory import ExemplarIndex, Skill, select_skills
 from ratchet.envs.calc import env
 
 
@@ -14,7 +16,7 @@ def test_similar_tasks_rank_first_and_the_task_itself_is_never_shown():
     chosen = index.select(query, 3)
     assert len(chosen) == 3
     assert query.instruction not in {e.instruction for e in chosen}
-    assert chosen[0].family == query.family
+    assert chosen[0].family == query.family  # the wording alone finds its kind
 
 
 def test_other_envs_and_empty_pools_give_nothing():
@@ -22,3 +24,42 @@ def test_other_envs_and_empty_pools_give_nothing():
     other = Exemplar("shop", "cancel", 1, task.instruction + " elsewhere", ())
     assert ExemplarIndex([other]).select(task, 2) == ()
     assert ExemplarIndex([]).select(task, 2) == ()
+
+
+def _turns(*tools):
+    calls = [{"type": "function", "function": {"name": t, "arguments": "{}"}} for t in tools]
+    return ({"role": "assistant", "content": "", "tool_calls": calls},)
+
+
+def test_retrieval_reads_only_what_the_agent_sees_never_the_hidden_labels():
+    # The family and difficulty come from the task generator: the agent never sees them, so at
+    # probe and test time they must not steer which demonstrations it gets.
+    pool = env.tasks("train", 60)
+    index = ExemplarIndex([exemplar(t) for t in pool])
+    for query in env.tasks("test", 12):
+        chosen = index.select(query, 3)
+        for family, difficulty in (("word", 1), ("expression", 5), ("unseen", 3)):
+            relabelled = replace(query, family=family, difficulty=difficulty)
+            assert index.select(relabelled, 3) == chosen, (query.instruction, family)
+
+
+def test_the_offered_tools_steer_retrieval():
+    task = env.tasks("test", 1)[0]
+    same_words = "Use the tools to find the value."
+    by_add = Exemplar("calc", "x", 1, same_words, _turns("add", "finish"))
+    by_divide = Exemplar("calc", "y", 1, same_words + " ", _turns("divide", "finish"))
+    index = ExemplarIndex([by_add, by_divide])
+    asked = replace(task, instruction=same_words + "  ")
+    assert index.select(asked, 1, tools=("divide", "finish"))[0] is by_divide
+    assert index.select(asked, 1, tools=("add", "finish"))[0] is by_add
+
+
+def test_skills_are_chosen_without_the_hidden_labels():
+    skill = Skill("add_then_finish", "", "calc", {}, (), families=("word",), difficulty=1,
+                  examples=("Ben has 3 apples. Then Ben gets 4 more.",))  # fmt: skip
+    other = Skill("multiply_then_finish", "", "calc", {}, (), families=("expression",),
+                  difficulty=4, examples=("Compute 3 * 4.",))  # fmt: skip
+    task = replace(env.tasks("test", 1)[0], instruction="Ana has 2 apples. Then Ana gets 9 more.")
+    for family, difficulty in (("word", 1), ("expression", 4)):
+        labelled = replace(task, family=family, difficulty=difficulty)
+        assert select_skills([other, skill], labelled, 1) == (skill,)

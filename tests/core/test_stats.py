@@ -3,11 +3,13 @@ import random
 import pytest
 
 from ratchet.core.stats import (
+    between_runs,
     holm,
     paired_differences,
     pass_rate_interval,
     permutation_p_value,
     smallest_p_value,
+    t_quantile,
     wilson,
 )
 
@@ -65,3 +67,36 @@ def test_holm_steps_down_and_stops_at_the_first_kept_hypothesis():
     ]
     assert [rejected for rejected, _ in holm([0.01, 0.04, 0.02], alpha=0.05)] == [True] * 3
     assert [rejected for rejected, _ in holm([0.02, 0.04, 0.03], alpha=0.05)] == [False] * 3
+
+
+@pytest.mark.parametrize(
+    ("level", "df", "table"),
+    [(0.95, 1, 12.706), (0.95, 2, 4.303), (0.95, 3, 3.182), (0.95, 10, 2.228),
+     (0.99, 4, 4.604), (0.90, 30, 1.697)],
+)  # fmt: skip
+def test_t_quantiles_match_the_tables(level, df, table):
+    assert t_quantile(level, df) == pytest.approx(table, abs=1e-3)
+
+
+def test_the_between_run_interval_is_a_t_interval_over_the_per_seed_gains():
+    interval = between_runs([0.33, 0.42, 0.56])
+    assert interval.method == "t-between-runs"
+    # mean 0.4367, sd 0.1159, t(2) 4.303: half-width 0.288
+    assert interval.low == pytest.approx(0.1487, abs=1e-3)
+    assert interval.high == pytest.approx(0.7246, abs=1e-3)
+    agreeing = between_runs([0.4, 0.4, 0.4])
+    assert agreeing.low == pytest.approx(0.4) and agreeing.high == pytest.approx(0.4)
+    with pytest.raises(ValueError, match="two or more finite gains"):
+        between_runs([0.4])
+    with pytest.raises(ValueError, match="two or more finite gains"):
+        between_runs([0.4, float("nan")])
+
+
+def test_the_between_run_interval_covers_the_true_mean_gain_about_95_percent_of_the_time():
+    # Each run's gain varies around the true gain by more than its tasks alone would say.
+    rng = random.Random(1)
+    hits = 0
+    for _ in range(2000):
+        interval = between_runs([rng.gauss(0.3, 0.1) for _ in range(3)])
+        hits += interval.low <= 0.3 <= interval.high
+    assert 0.93 <= hits / 2000 <= 0.97

@@ -104,6 +104,30 @@ def test_every_built_in_env_has_disjoint_splits_by_problem_at_2000_draws(name):
     print(check_splits(make_env(name), draws=2000, seed=0))
 
 
+def test_instructions_shared_by_two_splits_are_flagged_and_same_solutions_fail():
+    # The same words in two splits: with different solutions (the hidden world decides) they are
+    # counted; with the same solution, spelled out in the words, they give nothing away.
+    def worlds(rng, difficulty):
+        world = rng.randrange(50)
+        return TaskSpec("Say the number of this world.", {"world": world})
+
+    hidden = SimpleEnv(
+        name="hidden",
+        description="one instruction, many worlds",
+        sample=worlds,
+        build=lambda task: None,
+        tools=lambda world: [],
+        verify=lambda task, world, answer: Verdict.of(answer == str(task.params["world"])),
+        oracle=lambda task: [ToolCall("finish", {"answer": str(task.params["world"])})],
+    )
+    assert "1 instruction worded alike in two splits" in check_splits(hidden, draws=5)
+    spelled = replace(hidden, oracle=lambda task: [ToolCall("finish", {"answer": "number"})])
+    assert "1 instruction worded alike in two splits" in check_splits(spelled, draws=5)
+    same = replace(hidden, oracle=lambda task: [ToolCall("finish", {"answer": "7"})])
+    with pytest.raises(AssertionError, match="have the same solution"):
+        check_splits(same, draws=5)
+
+
 def three_problems(rng, difficulty):
     n = rng.randrange(3)
     return TaskSpec(f"Answer {n}.", {"n": n})

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ratchet.core.env import SimpleEnv
+from ratchet.core.env import SimpleEnv, attacks_of
 from ratchet.core.task import TaskSpec
 from ratchet.core.tool import ToolCall
 from ratchet.core.verdict import Verdict
@@ -35,8 +35,10 @@ def failed(results):
 def test_every_built_in_env_passes_the_battery(name):
     if name in ("files", "code") and landlock_abi() < 1:
         pytest.skip("the kernel has no Landlock")
-    results = run_battery(make_env(name))
-    assert len(results) == 8 and all(n.startswith("red-team: ") for n in results)
+    env = make_env(name)
+    results = run_battery(env)
+    assert len(results) == 8 + len(attacks_of(env))
+    assert all(n.startswith("red-team: ") for n in results)
     assert failed(results) == {}
 
 

@@ -7,6 +7,7 @@ from ratchet.sandbox.workspace import (
     WorkspacePathError,
     clean_path,
     entry,
+    make_folder,
     read_bytes,
     remove,
     rename,
@@ -45,6 +46,16 @@ def test_reads_never_follow_a_link(layout):
     for path in ("file-link", "dir-link/secret"):
         with pytest.raises(WorkspacePathError, match="symbolic link"):
             read_bytes(root, path, 100)
+
+
+def test_folders_are_made_with_their_parents_but_never_through_a_link(layout):
+    root, outside = layout
+    make_folder(root, "a/b/c")
+    make_folder(root, "a/b")  # already there: fine
+    assert (root / "a" / "b" / "c").is_dir()
+    with pytest.raises(WorkspacePathError, match="symbolic link"):
+        make_folder(root, "dir-link/made")
+    assert not (outside / "made").exists()
 
 
 def test_reads_are_bounded_and_refuse_special_files(layout):

@@ -8,9 +8,11 @@ problem-key hash, and rows with no splits at all are split that way (80/10/10).
 
 A row's problem is its question and expected answer, so the same question worded the same way
 is one problem wherever it appears (see :class:`~ratchet.core.pool.TaskPool` for how overlaps
-between splits are resolved). Scoring is a function of the submitted and expected answers:
-:func:`exact_match`, :func:`numeric_match` or your own, returning a bool, a score in [0, 1]
-(passed at 1) or a :class:`~ratchet.core.verdict.Verdict`.
+between splits are resolved: a row repeated in a more held-out split is dropped from the less
+held-out one, and :class:`RepeatedRows` is warned, with how many rows went from which split).
+Scoring is a function of the submitted and expected answers: :func:`exact_match`,
+:func:`numeric_match` or your own, returning a bool, a score in [0, 1] (passed at 1) or a
+:class:`~ratchet.core.verdict.Verdict`.
 
 Example::
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -47,6 +50,10 @@ SPLIT_NAMES: dict[str, Split] = {
 """Dataset split names Ratchet understands, and the Ratchet split each becomes."""
 
 _NUMBER = re.compile(r"[-+]?(?:\d+(?:,\d{3})*(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+class RepeatedRows(UserWarning):
+    """Rows of one split are repeated in a more held-out split and were dropped from it."""
 
 
 def exact_match(answer: str, expected: str) -> bool:
@@ -108,7 +115,9 @@ def dataset_env(
     """
     score = _matcher(match)
     columns = _Columns(question, answer, expected, instruction, difficulty, family)
-    pool = TaskPool(**_splits(data, columns))
+    splits = _splits(data, columns)
+    _warn_repeats(name, splits)
+    pool = TaskPool(**splits)
     extra = list(tools)
 
     def verify(task: Task, world: None, submitted: str | None) -> Verdict:
@@ -185,6 +194,26 @@ def _splits(
             (splits[owner] if owner in missing else kept).append(spec)
         splits["train"] = kept
     return splits
+
+
+def _warn_repeats(name: str, splits: dict[Split, list[TaskSpec]]) -> None:
+    """Warn :class:`RepeatedRows` with how many rows each split loses to a more held-out one."""
+    held: set[str] = set()
+    dropped: dict[Split, int] = {}
+    for split in ("test", "probe", "train"):
+        keys = {canonical_key(spec.params) for spec in splits[split]}
+        repeated = sum(canonical_key(spec.params) in held for spec in splits[split])
+        if repeated:
+            dropped[split] = repeated
+        held |= keys
+    if dropped:
+        lost = ", ".join(f"{count} from {split}" for split, count in reversed(dropped.items()))
+        warnings.warn(
+            f"dataset {name}: {sum(dropped.values())} rows repeated across splits were dropped "
+            f"from the less held-out split (test over probe over train): {lost}",
+            RepeatedRows,
+            stacklevel=3,
+        )
 
 
 def _matcher(match: Literal["exact", "numeric"] | Match) -> Match:

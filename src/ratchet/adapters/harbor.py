@@ -21,7 +21,14 @@ tests and a fresh, empty ``logs/verifier`` go into a folder with a random name t
 not have known (so nothing it planted is in the way), ``test.sh`` runs in the sandbox, and the
 reward file is read from that folder on the host without following links (``reward.txt``
 first, then ``reward.json``, as Harbor does). The agent never sees the tests or the reward file.
-Score is the reward clipped to [0, 1]; a task passes at 1.
+``test.sh`` runs in the sandbox's scrubbed environment with ``HOME`` and ``TMPDIR`` in empty
+folders of that random folder and ``PYTHONNOUSERSITE=1``: the workspace is the agent's home
+during the episode, and a ``usercustomize.py``, a ``.pth`` file or a ``.gitconfig`` planted
+there would otherwise run inside the verifier. Score is the reward clipped to [0, 1]; a task
+passes at 1.
+
+``task.toml`` is checked when the task is read: a section that is not a table, or a
+``timeout_sec`` that is not a finite positive number, is refused with the file and the key.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from ratchet.core.task import SPLITS, Split, Task, TaskSpec, canonical_key, spli
 from ratchet.core.tool import ToolCall
 from ratchet.core.verdict import Verdict
 from ratchet.sandbox import Limits, Sandbox
-from ratchet.sandbox.workspace import WorkspacePathError, read_bytes, write_bytes
+from ratchet.sandbox.workspace import WorkspacePathError, make_folder, read_bytes, write_bytes
 
 DIFFICULTIES = {"easy": 1, "medium": 2, "hard": 3}
 _DOCKER_FILES = {"Dockerfile", "docker-compose.yaml", "docker-compose.yml"}
@@ -73,7 +80,7 @@ class HarborTask:
         return DIFFICULTIES.get(str(value).lower(), 1) if not isinstance(value, int) else value
 
     def timeout(self, section: str, default: float) -> float:
-        """``[section] timeout_sec``, or ``default``."""
+        """``[section] timeout_sec``, or ``default`` (checked by :func:`read_task`)."""
         return float(self.config.get(section, {}).get("timeout_sec", default))
 
 
@@ -82,7 +89,7 @@ def read_task(path: Path | str) -> HarborTask:
 
     Raises:
         ValueError: If ``instruction.md`` or ``tests/test.sh`` is missing, or ``task.toml`` does
-            not parse.
+            not parse or holds a malformed value (see :func:`check_config`).
     """
     path = Path(path)
     for required in ("instruction.md", "tests/test.sh"):
@@ -92,8 +99,35 @@ def read_task(path: Path | str) -> HarborTask:
     try:
         config = tomllib.loads(toml.read_text()) if toml.exists() else {}
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{path / 'task.toml'} does not parse: {exc}") from None
+        raise ValueError(f"{toml} does not parse: {exc}") from None
+    check_config(config, toml)
     return HarborTask(path.name, path, (path / "instruction.md").read_text().strip(), config)
+
+
+def check_config(config: dict[str, Any], where: Path | str = "task.toml") -> None:
+    """Refuse a ``task.toml`` whose sections or timeouts Ratchet could not use.
+
+    ``[metadata]``, ``[verifier]``, ``[agent]``, ``[solution]`` and ``[environment]`` must be
+    tables, and each ``timeout_sec`` a finite positive number (``nan``, ``inf``, ``-5``,
+    ``"600"`` and ``true`` are refused), so a bad file fails when it is read rather than in
+    every episode's verification.
+
+    Raises:
+        ValueError: Naming the file, the section and the value.
+    """
+    for section in ("metadata", "verifier", "agent", "solution", "environment"):
+        table = config.get(section, {})
+        if not isinstance(table, dict):
+            raise ValueError(f"{where}: [{section}] must be a table; got {table!r}")
+        if "timeout_sec" not in table:
+            continue
+        value = table["timeout_sec"]
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not math.isfinite(value) or value <= 0:
+            raise ValueError(
+                f"{where}: [{section}] timeout_sec must be a positive, finite number of "
+                f"seconds; got {value!r}"
+            )
 
 
 @dataclass
@@ -278,10 +312,14 @@ def _verify(world: HarborWorld, paths: _Paths) -> Verdict:
                 source.read_text(errors="replace"), f"{folder}/tests", f"{folder}/logs"
             )
             write_bytes(sandbox.root, f"{folder}/tests/{relative}", text.encode())
-    write_bytes(sandbox.root, f"{folder}/logs/verifier/.keep", b"")
+    for made in ("logs/verifier", "home", "tmp"):
+        make_folder(sandbox.root, f"{folder}/{made}")
     timeout = min(harbor.timeout("verifier", 120.0), 600.0)
     limits = Limits(cpu_s=max(1, int(timeout)), memory_mb=2048, processes=64, timeout_s=timeout)
-    result = sandbox.run(["/bin/bash", f"{folder}/tests/test.sh"], limits=limits)
+    # The workspace was the agent's home: nothing it planted there may run in the verifier.
+    inside = sandbox.directory / folder
+    env = {"HOME": str(inside / "home"), "TMPDIR": str(inside / "tmp"), "PYTHONNOUSERSITE": "1"}
+    result = sandbox.run(["/bin/bash", f"{folder}/tests/test.sh"], limits=limits, env=env)
     reward, metrics = _reward(sandbox.root, f"{folder}/logs/verifier")
     if reward is None:
         # The folder's random name would make the same episode's feedback differ run to run.

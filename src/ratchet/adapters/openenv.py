@@ -119,6 +119,8 @@ class OpenEnvEnv:
             from the server's first refusal when not given (see the module docstring).
         capacity_wait_s: Longest a new session waits for the server to have room before its
             episode is errored (an infrastructure error, left out of pass@1).
+        api_key: Sent as ``Authorization: Bearer KEY`` with every request and session, for a
+            server that wants a key (``openenv_app(..., api_key=...)``).
     """
 
     url: str
@@ -134,6 +136,7 @@ class OpenEnvEnv:
     timeout_s: float = 30.0
     max_sessions: int | None = None
     capacity_wait_s: float = 600.0
+    api_key: str | None = field(default=None, repr=False)
     _schema: dict[str, Any] | None = field(default=None, init=False, repr=False)
     _slots: Slots = field(init=False, repr=False)
 
@@ -141,7 +144,7 @@ class OpenEnvEnv:
         self.url = self.url.rstrip("/")
         self._slots = Slots(self.max_sessions)
         if self.sample is None:
-            self.sample = _server_pool(self.url, self.timeout_s)
+            self.sample = _server_pool(self)
         if isinstance(self.sample, TaskPool):
             self.max_difficulty = self.sample.max_difficulty
         self.description = self.description or f"the OpenEnv server at {self.url}"
@@ -183,7 +186,7 @@ class OpenEnvEnv:
     def action_schema(self) -> dict[str, Any]:
         """The server's action schema (``GET /schema``), as tool parameters."""
         if self._schema is None:
-            schema = _get(self.url, "/schema", self.timeout_s)["action"]
+            schema = self.call_api("/schema")["action"]
             properties = {k: v for k, v in schema.get("properties", {}).items() if k != "metadata"}
             self._schema = {
                 **{k: v for k, v in schema.items() if k not in ("title", "properties")},
@@ -200,7 +203,7 @@ class OpenEnvEnv:
         while True:
             if not self._slots.take(deadline):
                 raise InfrastructureError(self._full())
-            client = connect(self.url, self.timeout_s)
+            client = connect(self.url, self.timeout_s, self.headers())
             try:
                 first = client.reset(**reset)
                 return client, {"observation": first.observation, "reward": first.reward,
@@ -234,6 +237,30 @@ class OpenEnvEnv:
             f"OpenEnv server {self.url} had no free session within {self.capacity_wait_s:g} s "
             f"(it holds {self.max_sessions or 'an unknown number of'} at once)"
         )
+
+    def headers(self) -> dict[str, str]:
+        """The headers every request and session sends (the key, if there is one)."""
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def call_api(self, path: str, body: dict[str, Any] | None = None) -> Any:
+        """``GET`` ``path`` (``POST`` ``body`` if given) and return the JSON answer.
+
+        Raises:
+            ConnectionError: If the request fails or the server answers with an error.
+        """
+        try:
+            if body is None:
+                response = httpx.get(
+                    self.url + path, headers=self.headers(), timeout=self.timeout_s
+                )
+            else:
+                response = httpx.post(
+                    self.url + path, json=body, headers=self.headers(), timeout=self.timeout_s
+                )
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise ConnectionError(f"OpenEnv server {self.url}: {path} failed: {exc}") from None
+        return response.json()
 
     def judge(self, task: Task, outcome: Outcome) -> Verdict:
         """Apply ``verify_fn``, or score the last reward."""
@@ -394,32 +421,20 @@ def openenv_env(
     return OpenEnvEnv(url, name, oracle, sample=sample, verify_fn=verify, **options)
 
 
-def _get(url: str, path: str, timeout_s: float, body: dict[str, Any] | None = None) -> Any:
-    try:
-        if body is None:
-            response = httpx.get(url + path, timeout=timeout_s)
-        else:
-            response = httpx.post(url + path, json=body, timeout=timeout_s)
-        response.raise_for_status()
-    except httpx.HTTPError as exc:
-        raise ConnectionError(f"OpenEnv server {url}: {path} failed: {exc}") from None
-    return response.json()
-
-
-def _server_pool(url: str, timeout_s: float) -> TaskPool:
+def _server_pool(env: OpenEnvEnv) -> TaskPool:
     """The server's own task lists, by split, through its Task API."""
-    names: Sequence[str] = _get(url, "/list_environments", timeout_s)
+    names: Sequence[str] = env.call_api("/list_environments")
     server = names[0]
     splits: dict[Split, list[TaskSpec]] = {}
-    for split in _get(url, f"/{server}/splits", timeout_s):
+    for split in env.call_api(f"/{server}/splits"):
         split_name = split["name"] if isinstance(split, dict) else str(split)
         ours = SERVER_SPLITS.get(split_name)
         if ours is None:
             continue
-        listed = _get(url, f"/{server}/tasks", timeout_s, {"split": split_name})["tasks"]
+        listed = env.call_api(f"/{server}/tasks", {"split": split_name})["tasks"]
         splits[ours] = [_spec(split_name, index, spec) for index, spec in enumerate(listed)]
     if not splits:
-        raise ConnectionError(f"OpenEnv server {url} lists no train, validation or test split")
+        raise ConnectionError(f"OpenEnv server {env.url} lists no train, validation or test split")
     return TaskPool(**splits)
 
 

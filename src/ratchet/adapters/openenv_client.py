@@ -22,15 +22,18 @@ ACTION_ERRORS = ("EXECUTION_ERROR", "VALIDATION_ERROR")
 """Error frames that are the action's fault (the agent sees them); any other is the server's."""
 
 
-def connect(url: str, timeout_s: float) -> Any:
+def connect(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> Any:
     """OpenEnv's generic client for one session on ``url``, used synchronously.
 
-    It connects on its first message (the reset).
+    It connects on its first message (the reset), sending ``headers`` (an API key, say).
     """
     from openenv.core.generic_client import GenericEnvClient
 
     return GenericEnvClient(
-        base_url=url, connect_timeout_s=timeout_s, message_timeout_s=timeout_s
+        base_url=url,
+        connect_timeout_s=timeout_s,
+        message_timeout_s=timeout_s,
+        headers=headers or None,
     ).sync()
 
 

@@ -9,31 +9,42 @@ observation's ``error``. When the episode ends the env's verifier judges the wor
 score is the observation's ``reward`` (``metadata`` carries ``passed`` and ``feedback``).
 
 Tasks are served through OpenEnv's Task API: ``train``, ``validation`` (Ratchet's ``probe``)
-and ``test``, up to ``tasks_per_split`` each (a generated env's splits have no end), each with
-its instruction as ``prompt`` and the full task record; ``reset(split=..., index=...)`` starts
-one. Serve it with ``uvicorn.run(openenv_app(env), port=8000)``.
+and ``test``, up to ``tasks_per_split`` each (a generated env's splits have no end), each as
+what the agent may see: its ``id``, its ``index`` and its instruction as ``prompt``. The task's
+hidden params (a calc answer, the code env's hidden-test seed), family and difficulty stay on
+the server; ``reset(split=..., index=...)`` starts one. With ``api_key``, every route but
+``/health`` (the docs and the WebSocket sessions included) wants ``Authorization: Bearer KEY``,
+checked before a request's body is read. Serve it with
+``uvicorn.run(openenv_app(env, api_key=...), port=8000)``.
 """
 
 from __future__ import annotations
 
+import hmac
+import json
 import threading
 from typing import TYPE_CHECKING, Any
 
-from ratchet.core.env import Env, Session, thread_safe_of
-from ratchet.core.records import to_dict
+from ratchet.core.env import Env, Session, draw_up_to, thread_safe_of
 from ratchet.core.task import Split, Task
 from ratchet.core.tool import ToolCall
 from ratchet.engine.guard import guarded
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 SPLIT_NAMES: dict[str, Split] = {"train": "train", "validation": "probe", "test": "test"}
 """The OpenEnv split names served, and the Ratchet split behind each."""
 
 
 def openenv_app(
-    env: Env, *, tasks_per_split: int = 100, max_concurrent_envs: int = 16, seed: int = 0
+    env: Env,
+    *,
+    tasks_per_split: int = 100,
+    max_concurrent_envs: int = 16,
+    seed: int = 0,
+    api_key: str | None = None,
 ) -> FastAPI:
     """Return an OpenEnv server app for ``env``.
 
@@ -42,6 +53,8 @@ def openenv_app(
         tasks_per_split: Most tasks listed per split by the Task API.
         max_concurrent_envs: WebSocket sessions at once (1 if the env is not thread safe).
         seed: Seed of the task lists.
+        api_key: The key clients must send as ``Authorization: Bearer KEY`` on every route
+            but ``/health``; ``None`` serves anyone who can reach the port.
     """
     from openenv.core.env_server.http_server import create_app
     from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
@@ -56,7 +69,41 @@ def openenv_app(
         env_name=server_name(env),
         max_concurrent_envs=concurrent,
     )
+    if api_key is not None:
+        app.add_middleware(KeyGate, key=api_key)
     return app
+
+
+class KeyGate:
+    """ASGI middleware: every HTTP and WebSocket request but ``/health`` must carry the key.
+
+    It looks only at the headers, so a request without the key is refused (HTTP 401, or the
+    WebSocket closed before it is accepted) before anything reads its body.
+
+    Args:
+        app: The app behind the gate.
+        key: The key, sent as ``Authorization: Bearer KEY``.
+    """
+
+    def __init__(self, app: ASGIApp, key: str) -> None:
+        self.app, self._expected = app, f"Bearer {key}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on if it carries the key (or asks for ``/health``)."""
+        if scope["type"] not in ("http", "websocket") or scope["path"] == "/health":
+            await self.app(scope, receive, send)
+            return
+        sent = dict(scope["headers"]).get(b"authorization", b"")
+        if hmac.compare_digest(sent, self._expected):
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        body = json.dumps({"error": "missing or wrong key: send Authorization: Bearer KEY"})
+        headers = [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]
+        await send({"type": "http.response.start", "status": 401, "headers": headers})
+        await send({"type": "http.response.body", "body": body.encode()})
 
 
 def server_name(env: Env) -> str:
@@ -77,31 +124,13 @@ class _Catalog:
             raise IndexError(f"unknown split {split!r}; served: {', '.join(SPLIT_NAMES)}")
         with self._lock:
             if split not in self._lists:
-                self._lists[split] = _largest_draw(
-                    self.env, SPLIT_NAMES[split], self.size, self.seed
-                )
+                self._lists[split] = draw_up_to(self.env, SPLIT_NAMES[split], self.size, self.seed)
             return self._lists[split]
 
     def spec(self, split: str, index: int) -> dict[str, Any]:
+        """What a client may know of a task: what its agent will see, and how to start it."""
         task = self.tasks(split)[index]
-        return {
-            "id": task.id,
-            "index": index,
-            "prompt": task.instruction,
-            "difficulty": task.difficulty,
-            "family": task.family,
-            "ratchet": to_dict(task),
-        }
-
-
-def _largest_draw(env: Env, split: Split, n: int, seed: int) -> list[Task]:
-    """``n`` tasks of ``split``, or as many as a small split holds (halving until it draws)."""
-    while n >= 1:
-        try:
-            return env.tasks(split, n, seed=seed)
-        except ValueError:
-            n //= 2
-    return []
+        return {"id": task.id, "index": index, "prompt": task.instruction}
 
 
 def _environment_class(catalog: _Catalog) -> Any:

@@ -8,11 +8,13 @@ env simply gets none), ``problem_key(params)`` says what makes two tasks the sam
 (default: the canonical JSON of their params), ``task_from_params(params)`` builds a task from
 hidden params someone else wrote, with ``params_schema`` saying what such params look like (the
 ``tasks`` lever proposes practice tasks through them), ``thread_safe`` and ``max_sessions``
-say how the rollout scheduler may run the env's episodes (see :func:`thread_safe_of`), and
+say how the rollout scheduler may run the env's episodes (see :func:`thread_safe_of`),
 ``accepted_findings`` names red-team findings accepted knowingly (see
-:func:`accepted_findings_of`). Most envs are a handful of typed tool functions over a world
-object, which :class:`SimpleEnv` turns into a full env (see ``docs/envs.md``); a benchmark
-with a fixed list of tasks gives it a :class:`~ratchet.core.pool.TaskPool`.
+:func:`accepted_findings_of`), and ``attacks`` lists known reward hacks its verifier must fail
+(see :class:`Attack`; ``ratchet check`` plays each). Most envs are a handful of typed tool
+functions over a world object, which :class:`SimpleEnv` turns into a full env (see
+``docs/envs.md``); a benchmark with a fixed list of tasks gives it a
+:class:`~ratchet.core.pool.TaskPool`.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from ratchet.core.task import (
     TaskSpec,
     canonical_key,
     generate_tasks,
+    split_of,
 )
 from ratchet.core.tool import Tool, ToolCall, ToolError
 from ratchet.core.trajectory import Observation, Trajectory, error_observation
@@ -71,7 +74,8 @@ class Env(Protocol):
     ``problem_key(params) -> str``, ``task_from_params(params) -> TaskSpec`` (the task those
     hidden params define, worded by the env; raises ``ValueError`` for params that define no
     valid task), ``params_schema`` (a JSON schema of such params), ``thread_safe: bool``,
-    ``max_sessions: int | None`` and ``accepted_findings: Mapping[str, str]``.
+    ``max_sessions: int | None``, ``accepted_findings: Mapping[str, str]`` and ``attacks`` (a
+    sequence of :class:`Attack`).
 
     Threading contract: each episode runs on its own worker thread, which creates the session
     and makes every call to it; episodes of one env run concurrently, so by default ``session()``
@@ -148,6 +152,31 @@ def problem_key_of(env: Env) -> ProblemKey:
     return key
 
 
+def split_of_params(env: Env, params: dict[str, Any]) -> Split:
+    """The split a problem with these hidden params belongs to in ``env``.
+
+    A fixed pool's own split if the pool (the env's ``sample``) holds the problem, and
+    ``train`` for a problem it does not hold (no held-out task can be it); for a generated env,
+    the split its problem key hashes to. Whatever proposes or relabels training tasks must ask
+    this, not the hash alone: a benchmark's test problem may hash to ``train``.
+    """
+    problem = problem_key_of(env)(params)
+    pool = getattr(env, "sample", None)
+    if isinstance(pool, TaskPool):
+        return pool.split_holding(env.name, problem, problem_key_of(env)) or "train"
+    return split_of(problem)
+
+
+def draw_up_to(env: Env, split: Split, n: int, seed: int = 0) -> list[Task]:
+    """``n`` tasks of ``split``, or as many as a small split holds (halving until it draws)."""
+    while n >= 1:
+        try:
+            return env.tasks(split, n, seed=seed)
+        except ValueError:
+            n //= 2
+    return []
+
+
 def policy_of(env: Env) -> str:
     """The rules the env shows with every task (``""`` if it declares none).
 
@@ -212,6 +241,30 @@ def draw_tasks(
             tasks,
         )
     return tasks
+
+
+@dataclass(frozen=True)
+class Attack:
+    """A known way to pass an env's tasks without solving them, which its verifier must fail.
+
+    The generic red-team battery (:mod:`ratchet.envs.redteam`) knows nothing of an env's
+    domain; an env lists the hacks of its own domain here (a function that returns a
+    constant, or sorts its input), and ``ratchet check`` plays each on the env's test tasks as
+    the row ``red-team: NAME``.
+
+    Attributes:
+        name: What the hack does, in a few words.
+        plans: ``plans(task) -> [[ToolCall, ...], ...]``: the whole episodes the hack plays on
+            ``task``, one per attempt; an empty list where it does not apply to the task.
+    """
+
+    name: str
+    plans: Callable[[Task], list[list[ToolCall]]]
+
+
+def attacks_of(env: Env) -> tuple[Attack, ...]:
+    """Return the env's own known reward hacks (none if it lists none)."""
+    return tuple(getattr(env, "attacks", ()))
 
 
 def end_episode(text: str) -> Observation:
@@ -378,6 +431,7 @@ class SimpleEnv(Generic[World]):
             the same state; gives the sessions their optional ``fingerprint()``. ``None``: none.
         accepted_findings: Red-team findings accepted knowingly for ``verify``, check name to
             reason (see :func:`accepted_findings_of`).
+        attacks: Known reward hacks of the env's domain that its verifier must fail.
         check: Deprecated name of ``verify`` (warns; removed in the next release).
         solve: Deprecated name of ``oracle`` (warns; removed in the next release).
         relabel: Deprecated name of ``describe`` (warns; removed in the next release).
@@ -404,6 +458,7 @@ class SimpleEnv(Generic[World]):
     params_schema: dict[str, Any] | None = None
     fingerprint: Callable[[World], str] | None = None
     accepted_findings: Mapping[str, str] = field(default_factory=dict)
+    attacks: tuple[Attack, ...] = ()
     check: InitVar[Callable[[Task, World, str | None], Verdict] | None] = None
     solve: InitVar[Callable[[Task], list[ToolCall]] | None] = None
     relabel: InitVar[Describe | None] = None

@@ -2,8 +2,9 @@
 
 This module is the one home of memory records. Exemplars are verified episodes shown as
 demonstrations: the record, how a verified trajectory becomes one, how one is shown to the
-model, and how the most similar ones are retrieved for a task (BM25 over env, family,
-difficulty and instruction, within a token budget). Insights are rules with votes. A skill is
+model, and how the most similar ones are retrieved for a task (BM25 over what the agent sees:
+the instruction and tool names, within a token budget; never the task's family or difficulty,
+which come from the generator). Insights are rules with votes. A skill is
 data, never code: a list of calls of the env's own tools whose arguments are bound to the
 skill's parameters, to results of earlier steps, or to fixed values; here are its record, its
 tool schema and which skills a task is offered, and :mod:`ratchet.engine.skills` runs it.
@@ -123,21 +124,15 @@ def _run_by_the_harness(**arguments: Any) -> Any:
 def select_skills(skills: Sequence[Skill], task: Task, k: int) -> tuple[Skill, ...]:
     """Return up to ``k`` of ``skills`` for ``task``: its env's, the most relevant first.
 
-    Relevance: a skill mined from the task's family ranks above others, then one mined at the
-    task's difficulty or below, then the word overlap of the task with the skill's examples,
-    then support.
+    Relevance is what the agent can see: the word overlap of the task's instruction with the
+    skill's examples, then support. The task's family and difficulty (the generator's labels)
+    are not read.
     """
     words = _words(task.instruction)
 
-    def rank(skill: Skill) -> tuple[bool, bool, float, int]:
+    def rank(skill: Skill) -> tuple[float, int]:
         seen = set().union(*(_words(e) for e in skill.examples)) if skill.examples else set()
-        overlap = len(words & seen) / max(1, len(words | seen))
-        return (
-            task.family in skill.families,
-            skill.difficulty <= task.difficulty,
-            overlap,
-            skill.support,
-        )
+        return len(words & seen) / max(1, len(words | seen)), skill.support
 
     mine = [skill for skill in skills if skill.env == task.env]
     return tuple(sorted(mine, key=rank, reverse=True)[: max(0, k)])
@@ -165,14 +160,27 @@ def estimate_tokens(exemplar: Exemplar) -> int:
     return len(json.dumps([exemplar.instruction, exemplar.turns])) // 4
 
 
-def _document(env: str, family: str, difficulty: int, instruction: str) -> str:
-    # Family and difficulty go in as words so that structurally similar tasks rank first even
-    # when their surface text (names, numbers) differs.
-    return f"{env} {family} level{difficulty} {instruction}"
+def _document(instruction: str, tools: Sequence[str]) -> str:
+    # Tool names go in as words (``tool_divide``) so a task offered the tools an exemplar used
+    # ranks it first; the generator's family and difficulty labels never go in.
+    return " ".join([instruction, *(f"tool_{name}" for name in tools)])
+
+
+def called_tools(exemplar: Exemplar) -> tuple[str, ...]:
+    """The names of the tools the exemplar's turns call, in order."""
+    return tuple(
+        str(call.get("function", {}).get("name", ""))
+        for turn in exemplar.turns
+        for call in turn.get("tool_calls") or ()
+        if isinstance(call, dict)
+    )
 
 
 class ExemplarIndex:
     """A BM25 index over exemplars, built once and queried per task.
+
+    An exemplar is indexed by its instruction and the tools its turns call; a task is looked up
+    by its instruction and the tools it offers: only what the agent sees.
 
     Args:
         exemplars: The pool to retrieve from.
@@ -184,25 +192,25 @@ class ExemplarIndex:
         if self.exemplars:
             import bm25s
 
-            docs = [_document(e.env, e.family, e.difficulty, e.instruction) for e in self.exemplars]
+            docs = [_document(e.instruction, called_tools(e)) for e in self.exemplars]
             self._index = bm25s.BM25()
             self._index.index(bm25s.tokenize(docs, show_progress=False), show_progress=False)
 
-    def select(self, task: Task, k: int, max_tokens: int | None = None) -> tuple[Exemplar, ...]:
+    def select(
+        self, task: Task, k: int, max_tokens: int | None = None, tools: Sequence[str] = ()
+    ) -> tuple[Exemplar, ...]:
         """Return up to ``k`` exemplars from ``task``'s env, most similar first.
 
-        An exemplar of the task's own problem (or wording) is never returned: it would give the
-        answer.
+        Similarity reads the task's instruction and the names of the ``tools`` it offers, never
+        its family or difficulty. An exemplar of the task's own problem (or wording) is never
+        returned: it would give the answer.
         With ``max_tokens``, stop before the demonstrations' estimated size would exceed it.
         """
         if self._index is None or k <= 0:
             return ()
         import bm25s
 
-        query = bm25s.tokenize(
-            [_document(task.env, task.family, task.difficulty, task.instruction)],
-            show_progress=False,
-        )
+        query = bm25s.tokenize([_document(task.instruction, tools)], show_progress=False)
         ranked, _ = self._index.retrieve(query, k=len(self.exemplars), show_progress=False)
         chosen: list[Exemplar] = []
         budget = max_tokens if max_tokens is not None else float("inf")

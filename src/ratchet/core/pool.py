@@ -99,6 +99,19 @@ class TaskPool:
         random.Random(seed).shuffle(held)
         return held[:n]
 
+    def split_holding(
+        self, env: str, problem: str, problem_key: ProblemKey = canonical_key
+    ) -> Split | None:
+        """The split that holds ``problem`` (a problem key), or ``None`` if the pool lacks it."""
+        return next(
+            (
+                split
+                for split, tasks in self._tasks(env, problem_key).items()
+                if any(task.problem == problem for task in tasks)
+            ),
+            None,
+        )
+
     def size(self, env: str, split: Split, problem_key: ProblemKey = canonical_key) -> int:
         """How many distinct problems ``split`` holds once overlaps are resolved."""
         return len(self._tasks(env, problem_key)[split])

@@ -7,6 +7,10 @@
 - Two agents on the same tasks are compared by paired per-task differences and a one-sided
   sign-flip permutation test (exact up to 16 non-zero differences).
 - Several candidates tested on one probe are corrected with Holm's step-down procedure.
+- A gain measured over several runs (seeds) gets a between-run interval: a Student t interval
+  for the mean of the per-run gains. Pooling every run's test tasks into one Wilson interval
+  treats the tasks as independent and leaves out how much one run differs from the next (its
+  training draw, its sampling, the gate's decisions); the runs are the independent units.
 """
 
 from __future__ import annotations
@@ -27,13 +31,13 @@ EXACT_MAX_TASKS = 16
 
 @dataclass(frozen=True)
 class Interval:
-    """A confidence interval for a rate.
+    """A confidence interval for a rate (or, from :func:`between_runs`, a mean gain).
 
     Attributes:
         low: Lower end.
         high: Upper end.
-        method: How it was computed: ``wilson``, ``cluster-bootstrap`` or
-            ``wilson-over-tasks`` (clustered samples that all agree).
+        method: How it was computed: ``wilson``, ``cluster-bootstrap``,
+            ``wilson-over-tasks`` (clustered samples that all agree) or ``t-between-runs``.
         level: Confidence level, e.g. 0.95.
     """
 
@@ -84,6 +88,63 @@ def pass_rate_interval(
     tail = (1 - level) / 2
     low, high = means[int(tail * resamples)], means[int((1 - tail) * resamples) - 1]
     return Interval(low, high, "cluster-bootstrap", level)
+
+
+def between_runs(gains: Sequence[float], level: float = 0.95) -> Interval:
+    """Student t interval for the mean of ``gains``, one per independent run (seed).
+
+    ``mean ± t(level, n - 1) · sd / √n``, ``sd`` the sample standard deviation: wide with few
+    runs (t is 4.30 for three), and as wide as the runs disagree.
+
+    Raises:
+        ValueError: With fewer than two gains (one run says nothing of the spread), or a
+            non-finite one.
+    """
+    values = [float(g) for g in gains]
+    if len(values) < 2 or not all(math.isfinite(v) for v in values):
+        raise ValueError(f"a between-run interval needs two or more finite gains; got {values}")
+    mean = sum(values) / len(values)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    half = t_quantile(level, len(values) - 1) * sd / math.sqrt(len(values))
+    return Interval(mean - half, mean + half, "t-between-runs", level)
+
+
+def t_quantile(level: float, df: int) -> float:
+    """The ``q`` with ``P(|T| <= q) = level`` for Student's t with ``df`` degrees of freedom.
+
+    Bisection on the exact two-sided distribution function for whole ``df`` (Abramowitz and
+    Stegun 26.7.3 and 26.7.4), to 1e-12.
+
+    Raises:
+        ValueError: If ``level`` is not in (0, 1) or ``df`` is below 1.
+    """
+    if not 0 < level < 1 or df < 1:
+        raise ValueError(f"t_quantile needs 0 < level < 1 and df >= 1; got {level}, {df}")
+    low, high = 0.0, 1.0
+    while _t_within(high, df) < level:
+        high *= 2
+    while high - low > 1e-12:
+        middle = (low + high) / 2
+        low, high = (middle, high) if _t_within(middle, df) < level else (low, middle)
+    return (low + high) / 2
+
+
+def _t_within(t: float, df: int) -> float:
+    """``P(|T| <= t)`` for Student's t with whole ``df``."""
+    theta = math.atan(t / math.sqrt(df))
+    cos2 = math.cos(theta) ** 2
+    # The series 1 + a1 cos^2 + a2 cos^4 + ...: odd df weights 2/3, 2*4/(3*5), ...; even df
+    # weights 1/2, 1*3/(2*4), ...
+    start = 2 if df % 2 else 1
+    term, total = 1.0, 1.0
+    for k in range(start, df - 1, 2):
+        term *= cos2 * k / (k + 1)
+        total += term
+    if df % 2 == 0:
+        return math.sin(theta) * total
+    if df == 1:
+        return 2 * theta / math.pi
+    return 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
 
 
 Pair = tuple[str, int]

@@ -314,7 +314,14 @@ def _bad_actions(env: Env, task: Task) -> str:
 
 
 def check_splits(env: Env, draws: int, seed: int = 0) -> str:
-    """Draw ``draws`` tasks per split at each difficulty; no problem key may be in two splits.
+    """Draw ``draws`` tasks per split at each difficulty; no problem may be in two splits.
+
+    A problem is in two splits when its problem key is, and also when two tasks of different
+    splits read the same (the instruction, case and spacing aside) and the oracle solves them
+    the same way: one problem under two keys (a benchmark port that copied test questions into
+    training under other params). Instructions worded alike in two splits but solved
+    differently (a hidden world decides), or whose solution the words spell out in full, give
+    nothing away; they are counted in what is returned.
 
     Returns what was drawn, naming the splits that hold no problem at some difficulty (a
     benchmark's own dev split may lack its hardest level).
@@ -330,6 +337,7 @@ def check_splits(env: Env, draws: int, seed: int = 0) -> str:
     key = problem_key_of(env)
     owner: dict[str, str] = {}
     lacking: dict[Split, list[int]] = {split: [] for split in SPLITS}
+    worded = _Wordings(env)
     for difficulty in range(1, env.max_difficulty + 1):
         for split in SPLITS:
             drawn = _draws(env, split, difficulty, draws, seed)
@@ -342,6 +350,7 @@ def check_splits(env: Env, draws: int, seed: int = 0) -> str:
                         f"problem of task {task.id} (difficulty {difficulty}) is in both "
                         f"{owner[problem]} and {split}: {problem[:120]}"
                     )
+                worded.add(task)
     empty = [split for split, levels in lacking.items() if len(levels) == env.max_difficulty]
     if empty:
         raise ValueError(f"no problem at any difficulty in split {', '.join(empty)}")
@@ -351,11 +360,61 @@ def check_splits(env: Env, draws: int, seed: int = 0) -> str:
         for split, levels in lacking.items()
         if levels
     )
+    alike = len(worded.alike)
     return (
         f"{draws} draws per split at each of {env.max_difficulty} difficulties; distinct problems "
         + ", ".join(f"{split} {distinct[split]}" for split in SPLITS)
         + "; none in two splits"
         + (f"; {gaps}" if gaps else "")
+        + (f"; {alike} instruction{'s' * (alike != 1)} worded alike in two splits" if alike else "")
+        + (" (solved differently, or spelled out in full)" if alike else "")
+    )
+
+
+class _Wordings:
+    """The first task of each normalised instruction, and the instructions seen in two splits."""
+
+    def __init__(self, env: Env) -> None:
+        self.env = env
+        self.first: dict[str, dict[str, Task]] = {}
+        self.alike: set[str] = set()
+        self._plans: dict[str, str | None] = {}
+
+    def add(self, task: Task) -> None:
+        """Record ``task``; raise if one of another split read the same and is the same problem."""
+        text = " ".join(task.instruction.casefold().split())
+        by_split = self.first.setdefault(text, {})
+        if task.split in by_split:
+            return
+        plan = self._plan(task)
+        for earlier in by_split.values():
+            if plan is not None and plan == self._plan(earlier) and not _spelled_out(plan, text):
+                raise AssertionError(
+                    f"tasks {earlier.id} ({earlier.split}) and {task.id} ({task.split}) read "
+                    f"the same ({task.instruction[:80]!r}) and have the same solution, under "
+                    "two problem keys: one problem in two splits"
+                )
+        if by_split:
+            self.alike.add(text)
+        by_split[task.split] = task
+
+    def _plan(self, task: Task) -> str | None:
+        if task.id not in self._plans:
+            try:
+                calls = self.env.oracle(task)
+                plan: str | None = json.dumps([[c.name, c.arguments] for c in calls], default=str)
+            except Exception:  # an oracle that fails here tells nothing about the wording
+                plan = None
+            self._plans[task.id] = plan
+        return self._plans[task.id]
+
+
+def _spelled_out(plan: str, text: str) -> bool:
+    """Whether every argument of the plan is written in the (normalised) instruction."""
+    calls = json.loads(plan)
+    values = [value for _, arguments in calls for value in arguments.values()]
+    return all(
+        isinstance(value, str | int | float) and str(value).casefold() in text for value in values
     )
 
 

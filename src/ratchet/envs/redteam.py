@@ -15,6 +15,10 @@ tasks, its oracle, its tool schemas), so a user's env is red-teamed without writ
   command tools, then used through every file tool. The secret must never show up in an
   observation (nor its size), it must not change, nothing may appear beside it, and the task
   must not pass.
+- **the env's own attacks** (:class:`~ratchet.core.env.Attack`, listed by the env): reward
+  hacks of its domain, such as a function that returns a constant or sorts its input. Each is
+  played on up to four test tasks it applies to, from a draw of up to 200 test tasks, and no
+  attempt may pass.
 
 A check fails with the attack's name, the task and the answer or call that got through.
 """
@@ -33,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ratchet.core.env import FINISH, Env
+from ratchet.core.env import FINISH, Attack, Env, attacks_of, draw_up_to
 from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Trajectory
@@ -55,6 +59,8 @@ HUGE_CHARS = 1 << 20
 # How many tasks each attack is tried on, and how many tasks may be probed to find tasks whose
 # answer the verifier checks: enough to catch a hole, few enough for `ratchet check`.
 ANSWER_TASKS, PROBES, ESCAPE_TASKS = 4, 8, 2
+# The env's own attacks may aim at a few task kinds only, hence their larger draw.
+ATTACK_TASKS, ATTACK_DRAW = 4, 200
 SECRET_BYTES = 48_611  # an unusual size, so a leaked file size is recognisable
 _PATH_NAMES = {"path", "file", "filename", "filepath", "dir", "directory", "folder", "source",
                "destination", "src", "dst", "dest"}  # fmt: skip
@@ -88,7 +94,36 @@ def red_team_checks(env: Env, tasks: list[Task]) -> list[Check]:
     ]
     checks.append((f"{RED_TEAM}: path escape", lambda: _escape(env, tasks, symlinks=False)))
     checks.append((f"{RED_TEAM}: symlink escape", lambda: _escape(env, tasks, symlinks=True)))
+    drawn = functools.cache(lambda: draw_up_to(env, "test", ATTACK_DRAW))
+    checks += [
+        (f"{RED_TEAM}: {attack.name}", functools.partial(_play, env, attack, drawn))
+        for attack in attacks_of(env)
+    ]
     return checks
+
+
+def _play(env: Env, attack: Attack, drawn: Callable[[], list[Task]]) -> str:
+    """Play ``attack`` on up to ``ATTACK_TASKS`` test tasks it applies to; none may pass."""
+    played: list[Task] = []
+    tried = 0
+    for task in drawn():
+        plans = attack.plans(task)
+        if not plans:
+            continue
+        for plan in plans:
+            tried += 1
+            trajectory = replay(env, task, plan)
+            if trajectory.passed:
+                raise AssertionError(
+                    f"{attack.name}: task {task.id} passed ({task.family}): {_feedback(trajectory)}"
+                )
+        played.append(task)
+        if len(played) == ATTACK_TASKS:
+            break
+    if not played:
+        return "not applicable: it applies to none of the sampled test tasks"
+    kinds = ", ".join(sorted({task.family for task in played}))
+    return f"{tried} attempts on {len(played)} test tasks ({kinds}): none passed"
 
 
 class _AnswerTasks:

@@ -17,7 +17,10 @@ interpreter with ``-I -S``) which applies, before executing the command:
 - **seccomp**: ``socket()`` for any family but ``AF_UNIX`` and ``io_uring_setup`` fail with
   ``EACCES``, so there is no network even where namespaces are unavailable; so do
   ``connect()``, ``sendmsg()`` and ``sendto()`` to an address, so no Unix socket of the host
-  (a Docker daemon, a session bus) can be reached;
+  (a Docker daemon, a session bus) can be reached; ``add_key``, ``keyctl`` and ``request_key``
+  fail with ``EPERM`` (kernel keyrings are not namespaced), and so do ``unshare``, ``clone``
+  and ``setns`` for any new namespace (``clone3`` with ``ENOSYS``);
+- **a session keyring of its own**, so ``@s`` inside is not the host's;
 - **rlimits**: CPU seconds, address space, processes, open files, file size;
 - a scrubbed environment and the workspace as working directory.
 
@@ -39,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -244,7 +247,12 @@ class Sandbox:
         remove_tree(str(self.directory))
 
     def run(
-        self, argv: Sequence[str], *, stdin: bytes = b"", limits: Limits | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: bytes = b"",
+        limits: Limits | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> SandboxResult:
         """Run ``argv`` inside the sandbox and return what it produced.
 
@@ -254,12 +262,14 @@ class Sandbox:
             argv: The command and its arguments; the command is looked up on a fixed PATH.
             stdin: Bytes fed to the command's standard input.
             limits: Overrides :attr:`limits` for this run.
+            env: Variables set on top of the scrubbed environment (``HOME`` elsewhere, say);
+                nothing of the host's environment is passed on.
 
         Raises:
             ValueError: If ``argv`` is empty.
         """
         limits = limits or self.limits
-        config = self._config(argv, limits)
+        config = self._config(argv, limits, env)
         if config is None:
             return SandboxResult(127, "", f"command not found: {argv[0]}\n")
         result = _launch(config, stdin, limits)
@@ -303,7 +313,9 @@ class Sandbox:
         process, status_fd = _spawn(config)
         return SandboxProcess(process, status_fd, reply_bytes)
 
-    def _config(self, argv: Sequence[str], limits: Limits) -> dict[str, Any] | None:
+    def _config(
+        self, argv: Sequence[str], limits: Limits, env: Mapping[str, str] | None = None
+    ) -> dict[str, Any] | None:
         """The launcher's configuration for ``argv``; ``None`` if the command is not found."""
         if not argv:
             raise ValueError("sandbox: argv must name a command")
@@ -313,7 +325,7 @@ class Sandbox:
         return {
             "argv": [program, *argv[1:]],
             "cwd": str(self.directory),
-            "env": _scrubbed_env(self.directory),
+            "env": {**_scrubbed_env(self.directory), **(env or {})},
             "limits": asdict(limits),
             "readable_dirs": readable_dirs(),
             "readable_files": [p for p in _SYSTEM_FILES if os.path.exists(p)],

@@ -5,8 +5,9 @@ only the standard library (never ratchet: it runs outside the project's environm
 also why its one other file, ``seccomp.py``, is loaded by path. It dies
 with the host (a parent-death signal), joins the workspace keeper's namespaces when there is
 one, and forks a child that enters fresh user, network and PID namespaces where the kernel
-allows; that child forks the command as init of its PID namespace after setting rlimits, a
-Landlock ruleset and a seccomp filter. The launcher enforces the wall-clock deadline and the
+allows, after joining a fresh session keyring (kernel keyrings are not namespaced); that child
+forks the command as init of its PID namespace after setting rlimits, a Landlock ruleset and a
+seccomp filter. The launcher enforces the wall-clock deadline and the
 aggregate memory cap itself, so neither depends on the host staying alive. The final status
 goes back to the host as JSON on an inherited pipe.
 
@@ -253,6 +254,9 @@ def _child(
     isolation: list[str] = []
     try:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # Before the user namespace, so the keyring is charged to the host's key quota.
+        if _seccomp().join_session_keyring(libc):
+            isolation.append("session keyring")
         in_userns = libc.unshare(_CLONE_NEWUSER) == 0
         os.write(ready_fd, b"u" if in_userns else b"-")
         os.close(ready_fd)
@@ -332,7 +336,7 @@ def _reply(message: dict[str, Any]) -> None:
 def _confinement_names() -> list[str]:
     names = [f"landlock abi {landlock_abi()}", "rlimits"]
     if _seccomp().syscalls() is not None:
-        names.append("seccomp socket filter")
+        names.append("seccomp filter")
     return names
 
 

@@ -1,4 +1,4 @@
-"""The sandbox's seccomp filter: sockets only for ``AF_UNIX``, no way to a host Unix socket.
+"""The sandbox's seccomp filter: no network, no host Unix socket, no keyring, no namespaces.
 
 Standard library only, like the launcher that loads it by path (see :mod:`.launcher`).
 """
@@ -15,13 +15,20 @@ _SECCOMP_MODE_FILTER = 2
 SYSCALLS: dict[str, dict[str, int]] = {
     "x86_64": {
         "arch": 0xC000003E, "socket": 41, "connect": 42, "sendto": 44, "sendmsg": 46,
-        "sendmmsg": 307, "io_uring_setup": 425, "x32": 1,
+        "sendmmsg": 307, "io_uring_setup": 425, "x32": 1, "add_key": 248, "request_key": 249,
+        "keyctl": 250, "unshare": 272, "clone": 56, "clone3": 435, "setns": 308,
     },
     "aarch64": {
         "arch": 0xC00000B7, "socket": 198, "connect": 203, "sendto": 206, "sendmsg": 211,
-        "sendmmsg": 269, "io_uring_setup": 425, "x32": 0,
+        "sendmmsg": 269, "io_uring_setup": 425, "x32": 0, "add_key": 217, "request_key": 218,
+        "keyctl": 219, "unshare": 97, "clone": 220, "clone3": 435, "setns": 268,
     },
 }  # fmt: skip
+# Every CLONE_NEW* flag. clone() reads its low byte as the exit signal, so there CLONE_NEWTIME
+# (0x80) is not a flag and is left out of the mask.
+_NEW_NAMESPACES = 0x7E020080
+_NEW_NAMESPACES_CLONE = _NEW_NAMESPACES & ~0xFF
+_KEYCTL_JOIN_SESSION_KEYRING = 1
 
 
 def syscalls() -> dict[str, int] | None:
@@ -38,11 +45,19 @@ def seccomp_program(calls: dict[str, int]) -> list[tuple[int, int, int, int]]:
     nor the network namespace cover. Socket pairs keep working (``send()`` is ``sendto()``
     without an address). ``io_uring_setup`` (whose operations bypass seccomp) and x32 syscall
     numbers fail too; a foreign architecture is killed.
+
+    The kernel's keyrings are not namespaced, so ``add_key``, ``keyctl`` and ``request_key``
+    fail with ``EPERM`` (as in Docker's default profile): no key of the host can be read or
+    revoked. So do ``unshare()`` and ``clone()`` asking for any new namespace, and ``setns()``:
+    the command cannot make user or network namespaces of its own, where it would be root.
+    ``clone3()`` passes its flags in memory the filter cannot read, so it fails with
+    ``ENOSYS``, and the C library falls back to ``clone()``.
     """
     import errno
 
-    allow, deny, kill = 0x7FFF0000, 0x00050000 | errno.EACCES, 0x80000000
-    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, kill = 0x7FFF0000, 0x80000000
+    deny, eperm, enosys = (0x00050000 | code for code in (errno.EACCES, errno.EPERM, errno.ENOSYS))
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
     # (label, code, k, jump-if-true label, jump-if-false label); None falls through.
     lines: list[tuple[str, int, int, str | None, str | None]] = [
         ("", ld, 4, None, None),  # seccomp_data.arch
@@ -55,6 +70,11 @@ def seccomp_program(calls: dict[str, int]) -> list[tuple[int, int, int, int]]:
         ("", jeq, calls["sendmmsg"], "deny", None),
         ("", jeq, calls["socket"], "socket", None),
         ("", jeq, calls["sendto"], "sendto", None),
+        *(("", jeq, calls[name], "eperm", None) for name in ("add_key", "keyctl", "request_key")),
+        ("", jeq, calls["setns"], "eperm", None),
+        ("", jeq, calls["unshare"], "unshare", None),
+        ("", jeq, calls["clone"], "clone", None),
+        ("", jeq, calls["clone3"], "enosys", None),
         ("", ret, allow, None, None),
         ("socket", ld, 16, None, None),  # args[0], the address family (low half)
         ("", jeq, 1, "allow", "deny"),  # AF_UNIX
@@ -62,8 +82,14 @@ def seccomp_program(calls: dict[str, int]) -> list[tuple[int, int, int, int]]:
         ("", jeq, 0, None, "deny"),
         ("", ld, 52, None, None),  # (high half)
         ("", jeq, 0, "allow", "deny"),
+        ("unshare", ld, 16, None, None),  # args[0], the flags (the low half holds them all)
+        ("", jset, _NEW_NAMESPACES, "eperm", "allow"),
+        ("clone", ld, 16, None, None),
+        ("", jset, _NEW_NAMESPACES_CLONE, "eperm", "allow"),
         ("allow", ret, allow, None, None),  # BPF jumps only forward, hence a second allow
         ("deny", ret, deny, None, None),
+        ("eperm", ret, eperm, None, None),
+        ("enosys", ret, enosys, None, None),
         ("kill", ret, kill, None, None),
     ]
     where = {label: index for index, (label, *_) in enumerate(lines) if label}
@@ -75,6 +101,17 @@ def seccomp_program(calls: dict[str, int]) -> list[tuple[int, int, int, int]]:
         (code, offset(i, true), offset(i, false), k)
         for i, (_, code, k, true, false) in enumerate(lines)
     ]
+
+
+def join_session_keyring(libc: Any) -> bool:
+    """Join a new, empty session keyring, leaving the host's; ``True`` if that worked.
+
+    What the process's children then call ``@s`` is that empty keyring, not the host's.
+    """
+    calls = syscalls()
+    if calls is None:
+        return False
+    return bool(libc.syscall(calls["keyctl"], _KEYCTL_JOIN_SESSION_KEYRING, None) >= 0)
 
 
 def install(libc: Any) -> None:

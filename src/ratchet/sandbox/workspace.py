@@ -22,6 +22,7 @@ __all__ = [
     "WorkspacePathError",
     "clean_path",
     "entry",
+    "make_folder",
     "read_bytes",
     "remove",
     "rename",
@@ -128,6 +129,16 @@ def write_bytes(root: Path, path: str, data: bytes) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(temporary, dir_fd=parent)
             raise
+
+
+def make_folder(root: Path, path: str) -> None:
+    """Create the folder ``path`` and its parents (one that exists already is fine).
+
+    Raises:
+        WorkspacePathError: If a part of ``path`` is a link or a file.
+    """
+    with _directory(root, _parts(path), create=True):
+        pass
 
 
 def remove(root: Path, path: str) -> None:

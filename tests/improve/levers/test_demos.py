@@ -4,6 +4,8 @@ from dataclasses import replace
 import pytest
 
 from fakes import FakeTrainer, lever_context, skilled_model
+from ratchet.core.pool import TaskPool
+from ratchet.core.task import TaskSpec
 from ratchet.core.tool import ToolCall
 from ratchet.core.verdict import Verdict
 from ratchet.engine.export import write_jsonl
@@ -34,6 +36,17 @@ def test_only_train_problems_are_admissible_whatever_the_split_says():
     assert all(admissible(env, t) for t in TRAIN)
     assert not any(admissible(env, t) for t in PROBE + TEST)
     assert not any(admissible(env, forged(t)) for t in PROBE + TEST)
+
+
+def test_a_fixed_pool_s_test_problem_is_not_admissible_whatever_its_key_hashes_to():
+    def spec(task):
+        return TaskSpec(task.instruction, task.params, task.family, task.difficulty)
+
+    # A benchmark's own split: train-hashed problems in its test split.
+    pool_env = replace(env, sample=TaskPool(train=[spec(t) for t in PROBE], test=[spec(TRAIN[0])]))
+    held = pool_env.tasks("test", 1)[0]
+    assert held.params == TRAIN[0].params and not admissible(pool_env, forged(held))
+    assert all(admissible(pool_env, t) for t in pool_env.tasks("train", 3))
 
 
 def test_oracle_demos_are_verified_train_only_and_marked_privileged(tmp_path):

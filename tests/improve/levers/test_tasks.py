@@ -5,7 +5,8 @@ import pytest
 
 from fakes import solve_calc
 from ratchet.core.agent import Agent
-from ratchet.core.task import make_task
+from ratchet.core.pool import TaskPool
+from ratchet.core.task import TaskSpec, make_task
 from ratchet.core.tool import ToolCall
 from ratchet.core.verdict import Verdict
 from ratchet.engine.harness import replay
@@ -23,6 +24,7 @@ from ratchet.improve.levers.tasks import (
 )
 
 TASKS = env.tasks("train", 12, difficulty=2)
+TASKS_AS_SPECS = [TaskSpec(t.instruction, t.params, t.family, t.difficulty) for t in TASKS]
 
 
 def failures():
@@ -38,10 +40,11 @@ def chain(split):
     raise AssertionError(f"no {split} chain found")
 
 
-def solver():
+def solver(skip=lambda task: False):
     def reply(prompt, rng):
         task = [m["content"] for m in prompt.messages if m["role"] == "user"][-1]
-        return json.dumps({"name": "finish", "arguments": {"answer": str(solve_calc(task))}})
+        answer = "-1" if skip(task) else str(solve_calc(task))
+        return json.dumps({"name": "finish", "arguments": {"answer": answer}})
 
     return FakeModel(reply=reply)
 
@@ -61,10 +64,28 @@ def test_every_proposal_is_validated_and_rejections_have_reasons():
     assert validate(env, long, known, ceiling=2) in ("too hard", "probe or test problem")
 
 
-def test_a_failing_oracle_or_a_passing_null_or_forged_claim_rejects_the_task():
+def test_validation_never_asks_the_oracle():
+    def no_oracle(task):
+        raise AssertionError("the oracle was asked")
+
+    task = validate(replace(env, oracle=no_oracle), chain("train"), set(), ceiling=2)
+    assert not isinstance(task, str) and task.split == "train"
+
+
+def test_a_pool_s_probe_or_test_problem_is_never_a_training_task():
+    # A fixed pool keeps its own splits: a test problem whose key hashes to train stays test.
+    held = [chain("train"), {"start": 5, "steps": [["multiply", 2]]}]
+    specs = [from_params(params) for params in held]
+    pool_env = replace(env, sample=TaskPool(train=TASKS_AS_SPECS, probe=specs[1:], test=specs[:1]))
+    assert make_task("calc", specs[0], difficulty=1).split == "train"  # by hash
+    for params in held:
+        assert validate(pool_env, params, set(), ceiling=2) == "probe or test problem"
+    novel = validate(pool_env, {"start": 6, "steps": [["add", 2]]}, set(), ceiling=2)
+    assert not isinstance(novel, str) and novel.split == "train"  # in no split of the pool
+
+
+def test_a_passing_null_or_forged_claim_rejects_the_task():
     params = chain("train")
-    wrong_oracle = replace(env, oracle=lambda task: [ToolCall("finish", {"answer": "-1"})])
-    assert validate(wrong_oracle, params, set(), ceiling=2) == "oracle fails"
     credulous = replace(env, verify=lambda task, world, answer: Verdict.of(True))
     assert validate(credulous, params, set(), ceiling=2) == "null policy passes"
 
@@ -83,9 +104,9 @@ def test_failures_cluster_by_family_difficulty_and_error():
     assert all(c.success_rate == 0 and c.target == 1 for c in clusters)  # easier variants
 
 
-def test_the_lever_offers_valid_tasks_and_practises_them(tmp_path):
+def test_the_lever_offers_valid_tasks_and_learns_only_from_the_ones_practice_solved(tmp_path):
     offered, recorded = [], []
-    model = solver()
+    model = solver(skip=lambda task: "5" in task)  # some proposals stay unsolved
     context = LeverContext(
         env=env,
         incumbent=Agent(model="fake"),
@@ -106,10 +127,16 @@ def test_the_lever_offers_valid_tasks_and_practises_them(tmp_path):
     assert tasks and all(t.split == "train" and t.problem not in known for t in tasks)
     assert all(t.difficulty == 1 for t in tasks)  # one lower: the agent never succeeds at 2
     assert len(tasks) + sum(rejected.values()) == 2 * TaskLever().per_cluster
-    assert candidate is not None and candidate.lever == "tasks"
-    assert {e.instruction for e in candidate.exemplars} == {t.instruction for t in tasks}
     assert len(recorded) == TaskLever().practice_k * len(tasks)
     assert all(t.metadata["lever"] == "tasks" for t in recorded)
+    # A proposal counts once a verified episode solves it: only those are demonstrations.
+    solved = {t.task.id for t in recorded if t.passed}
+    assert 0 < len(solved) < len(tasks)
+    assert candidate is not None and candidate.lever == "tasks"
+    assert candidate.notes["tasks_offered"] == len(tasks)
+    assert candidate.notes["tasks_solved"] == len(solved)
+    shown = {e.instruction for e in candidate.exemplars}
+    assert shown == {t.instruction for t in tasks if t.id in solved}
 
 
 def test_a_model_proposer_writes_params_through_a_tool_call():

@@ -8,7 +8,9 @@ and rejects non-finite numbers (``nan``, ``inf``).
 Hindsight relabelling (:func:`relabel`) turns any trajectory that computed a chain of whole
 numbers and submitted its value into an ``expression`` task for that chain, and
 :func:`from_params` builds the task for any such chain someone proposes (``PARAMS_SCHEMA``
-says what a chain looks like).
+says what a chain looks like). A chain's problem (:func:`problem_key`) leaves out steps that
+change nothing (multiplying or dividing by 1, adding or subtracting 0), so a test problem with
+such a step added is still a test problem.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from typing import Any, TypeGuard
 
 from ratchet.core.env import SimpleEnv
-from ratchet.core.task import Task, TaskSpec
+from ratchet.core.task import Task, TaskSpec, canonical_key
 from ratchet.core.tool import ToolCall, ToolError
 from ratchet.core.trajectory import Trajectory
 from ratchet.core.verdict import Verdict
@@ -268,6 +270,24 @@ def from_params(params: dict[str, Any]) -> TaskSpec:
     return _worded(int(start), steps, value)
 
 
+_IDENTITY = {("multiply", 1), ("divide", 1), ("add", 0), ("subtract", 0)}
+
+
+def problem_key(params: dict[str, Any]) -> str:
+    """The chain's canonical params without its identity steps.
+
+    A sampled chain never has one (its operands are 1 and up, and 2 and up for ``*`` and
+    ``/``), so its key, and its split, are what the default key gave.
+    """
+    steps = params.get("steps")
+    if not isinstance(steps, list):
+        return canonical_key(params)
+    kept = [
+        step for step in steps if not (isinstance(step, list | tuple) and tuple(step) in _IDENTITY)
+    ]
+    return canonical_key({**params, "steps": kept})
+
+
 def _whole(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= _LIMIT
 
@@ -285,4 +305,5 @@ env: SimpleEnv[None] = SimpleEnv(
     describe=relabel,
     task_from_params=from_params,
     params_schema=PARAMS_SCHEMA,
+    problem_key=problem_key,
 )

@@ -4,7 +4,8 @@ The agent writes ``solution.py`` with ``write_solution``, runs the visible examp
 ``run_tests`` (in the sandbox) and calls ``finish``. The verifier imports the file the agent
 wrote inside the sandbox, calls the function on hidden inputs drawn from the task's seed, and
 compares the results on the host with the reference implementation's; the final answer text is
-never trusted.
+never trusted. A task's problem is the function to write with the examples it shows
+(:func:`problem_key`), not the seed of its hidden tests.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ratchet.core.env import FINISH, SimpleEnv
-from ratchet.core.task import Task, TaskSpec
+from ratchet.core.task import Task, TaskSpec, canonical_key
 from ratchet.core.tool import ToolCall, ToolError
 from ratchet.core.trajectory import Trajectory
 from ratchet.core.verdict import Verdict
+from ratchet.envs.code.attacks import ATTACKS
 from ratchet.envs.code.families import BY_NAME, FAMILIES, Args, Family, Params
 from ratchet.sandbox import Limits, Sandbox, SandboxResult
 from ratchet.sandbox.workspace import WorkspacePathError, entry, read_bytes, write_bytes
@@ -204,6 +206,24 @@ def _plain(tagged: Any) -> Any:
     return value
 
 
+def problem_key(params: dict[str, Any]) -> str:
+    """A task's problem: the function to write, under its name, with the examples it shows.
+
+    The test seed is left out: it also picks the hidden inputs, so two tasks that read the
+    same (same function, name and examples) and have the same solution would otherwise be two
+    problems, and could sit in two splits. (A function of the same family and parameters
+    under another name or with other examples stays another problem: keyed on the family and
+    parameters alone, a family such as ``top_k`` would have 24 problems in all.)
+    """
+    family = BY_NAME.get(str(params.get("family")))
+    seed = params.get("test_seed")
+    if family is None or not isinstance(seed, int):
+        return canonical_key(params)
+    shown = family_cases(family, seed, _VISIBLE)
+    kept = {key: value for key, value in params.items() if key != "test_seed"}
+    return canonical_key({**kept, "examples": shown})
+
+
 def _build(task: Task) -> CodeWorld:
     return CodeWorld(Sandbox(RUN_LIMITS))
 
@@ -380,7 +400,9 @@ env: SimpleEnv[tuple[CodeWorld, Task]] = SimpleEnv(
     verify=lambda task, state, answer: _check(task, state[0], answer),
     oracle=_solve,
     max_difficulty=5,
-    version="3",
+    version="4",
     teardown=lambda state: _teardown(state[0]),
     describe=_relabel,
+    attacks=ATTACKS,
+    problem_key=problem_key,
 )

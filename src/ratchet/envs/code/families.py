@@ -64,6 +64,11 @@ def _text(rng: random.Random) -> str:
     return " ".join(rng.sample(words, rng.randint(0, 8)))
 
 
+def _longer_than_any_k(rng: random.Random) -> Args:
+    """A list longer than ``top_k``'s largest k (12), so that sorting it all is never right."""
+    return [[rng.randint(-20, 40) for _ in range(rng.randint(13, 16))]]
+
+
 def _brackets(rng: random.Random) -> Args:
     return ["".join(rng.choices("()[]{}<>ab", k=rng.randint(0, 10)))]
 
@@ -215,6 +220,7 @@ FAMILIES: tuple[Family, ...] = (
         f"there are fewer than {p['k']}; duplicates count separately)",
         lambda p: f"    return sorted(items, reverse={not p['small']})[:{p['k']}]",
         lambda rng: [_ints(rng)],
+        _longer_than_any_k,
     ),
     Family(
         "word_lengths", "dict", ("word_lengths", "length_table", "measure_words"),

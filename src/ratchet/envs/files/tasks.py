@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ratchet.core.task import TaskSpec
+from ratchet.core.task import TaskSpec, canonical_key
 from ratchet.envs.files.world import Workspace, config_values, csv_rows, generate
 
 FAMILIES = ("lookup", "find", "count", "extract", "transform", "reorganise")
@@ -73,6 +73,20 @@ def sample(rng: random.Random, difficulty: int) -> TaskSpec:
     family = rng.choice(_LEVELS[difficulty])
     found, instruction, params = _FAMILY[family](rng, difficulty)
     return TaskSpec(instruction, task_params(found, **params), family)
+
+
+def problem_key(params: Params) -> str:
+    """A task's problem: the changes and facts asked for, not the workspace they are made in.
+
+    The workspace (``world``) and the content a moved file carries along are left out: two
+    tasks that ask for the same moves, deletions, writes and facts are one problem whatever
+    else their workspaces hold, or the same words and the same solution could sit in two
+    splits, a training task and a test task passed by rote.
+    """
+    moved = {destination for _, destination in params.get("moves", [])}
+    kept = {key: value for key, value in params.items() if key != "world"}
+    kept["expect"] = {p: v for p, v in params.get("expect", {}).items() if p not in moved}
+    return canonical_key(kept)
 
 
 def task_params(found: Draw, **params: Any) -> Params:

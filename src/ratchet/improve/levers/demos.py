@@ -15,11 +15,11 @@ Sources (``source``):
   this env and kept only if the verifier passes.
 
 Only ``train``-split problems are ever used: a demonstration's split is recomputed from its
-problem key with the env's own key function (the split recorded in a file is not trusted), so
-no probe or test problem can reach training. Kept demonstrations are written to
-``demos.jsonl`` in the candidate's directory, for audit. The adapter is trained like ``rft``'s
-(a fresh one on the base weights), on the demonstrations plus the agent's own verified
-successes.
+params (the env's own key function, and a fixed pool's own splits; the split recorded in a
+file is not trusted), so no probe or test problem can reach training. Kept demonstrations are
+written to ``demos.jsonl`` in the candidate's directory, for audit. The adapter is trained
+like ``rft``'s (a fresh one on the base weights), on the demonstrations plus the agent's own
+verified successes.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ratchet.core.agent import Agent
-from ratchet.core.env import Env, problem_key_of
-from ratchet.core.task import Task, split_of
+from ratchet.core.env import Env, split_of_params
+from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.export import read_jsonl, write_jsonl
 from ratchet.engine.harness import replay
@@ -50,10 +50,13 @@ SOURCES = ("oracle", "teacher")
 
 
 def admissible(env: Env, task: Task) -> bool:
-    """Whether ``task`` is a train-split problem of ``env``, judged by its recomputed key."""
+    """Whether ``task`` is a train-split problem of ``env``, judged from its params.
+
+    See :func:`~ratchet.core.env.split_of_params`: a fixed pool's own split for its problems.
+    """
     if task.env != env.name or task.split != "train":
         return False
-    return split_of(problem_key_of(env)(task.params)) == "train"
+    return split_of_params(env, task.params) == "train"
 
 
 def from_oracle(env: Env, tasks: Sequence[Task], agent: Agent) -> list[Trajectory]:

@@ -5,11 +5,12 @@ candidate procedure. Its constants are abstracted: an argument equal to an earli
 becomes a reference to that result (``multiply(a=<result of add>)``), any other becomes a
 parameter of the skill, and a value that every one of three or more instances shares stays
 fixed. Procedures of the same shape are one candidate, ranked by how many distinct problems
-contain it. A candidate is admitted only after it runs successfully on held-out training tasks
-of its family: the env's oracle solves each such task, the skill replaces the part of that
-solution it matches (same tools, same flow of results), and the episode, played through the
-real harness with the skill on offer, must pass without an error step. Admitted skills are
-named after their tools, deduplicated, capped, and kept in ``agent.json`` as data
+contain it. A candidate is admitted only after it runs successfully on the run's own verified
+episodes: in each verified success that contains it, the skill replaces the part of the
+episode's calls it matches (same tools, same flow of results), and the episode, played again
+on its task in a fresh world through the real harness with the skill on offer, must pass
+without an error step. The env's oracle is never asked. Admitted skills are named after their
+tools, deduplicated, capped, and kept in ``agent.json`` as data
 (:class:`~ratchet.core.memory.Skill`); the harness offers the most relevant ones per task.
 """
 
@@ -18,17 +19,16 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ratchet.core.agent import Agent
 from ratchet.core.env import Env, format_result
 from ratchet.core.memory import Skill, SkillStep
-from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Step, Trajectory, tool_steps
-from ratchet.engine.harness import Budget, replay, run_episode, scripted
+from ratchet.engine.harness import Budget, run_episode, scripted
 from ratchet.engine.skills import bind, parse_result
 from ratchet.improve.levers.base import LeverContext, NoCandidate
 
@@ -37,15 +37,15 @@ _FIXED_AFTER = 3  # instances that must agree before a value stays fixed instead
 
 @dataclass(frozen=True)
 class SkillLever:
-    """Propose the incumbent plus skills mined from successes and admitted on held-out tasks.
+    """Propose the incumbent plus skills mined from successes and admitted by running them.
 
     Attributes:
         max_skills: Most skills an agent keeps (the best supported win).
         min_calls: Fewest calls in a skill.
         max_calls: Most calls in a skill.
         trials: Candidate skills tested per proposal (the best supported first).
-        checks: Held-out training tasks each candidate is run on.
-        min_checks: Fewest held-out tasks it must have run on (all successfully) to be admitted.
+        checks: Verified episodes of the run each candidate is run in.
+        min_checks: Fewest episodes it must have run in (all successfully) to be admitted.
     """
 
     max_skills: int = 8
@@ -71,14 +71,13 @@ class SkillLever:
         known = {procedure(skill) for skill in incumbent.skills}
         found = mine(successes, self.min_calls, self.max_calls)
         found = [skill for skill in found if procedure(skill) not in known]
-        practised = {t.task.problem for t in context.experience}
         admitted, rejected = [], []
         for skill in found[: self.trials]:
-            passed, tried = check_skill(env, skill, self.checks, context.seed, practised)
+            passed, tried = check_skill(env, skill, successes, self.checks)
             if tried >= self.min_checks and passed == tried:
                 admitted.append(skill)
             else:
-                rejected.append(f"{skill.name}: {passed}/{tried} held-out tasks")
+                rejected.append(f"{skill.name}: {passed}/{tried} verified episodes")
         if not admitted:
             why = "; ".join(rejected) or (
                 f"no procedure of {self.min_calls}+ calls mined beyond the {len(known)} known"
@@ -300,53 +299,39 @@ def match(skill: Skill, steps: Sequence[Step]) -> dict[str, Any] | None:
 
 
 def check_skill(
-    env: Env, skill: Skill, checks: int, seed: int = 0, practised: Collection[str] = ()
+    env: Env, skill: Skill, episodes: Sequence[Trajectory], checks: int
 ) -> tuple[int, int]:
-    """Run ``skill`` on up to ``checks`` held-out training tasks of its families.
+    """Run ``skill`` in up to ``checks`` of ``episodes`` (verified successes), one per problem.
 
-    A task qualifies when it is not one of the ``practised`` problems, the env's oracle solves
-    it, and part of the oracle's solution matches the skill; the skill then replaces that part,
-    and the episode (played by the harness with the skill on offer) must pass with no error
-    step.
+    An episode qualifies when part of its calls matches the skill; the skill replaces that
+    part, and the episode is played again on its task, in a fresh world, by the harness with
+    the skill on offer: it must pass with no error step. Nothing but the episodes' own calls
+    is used (never the env's oracle).
 
     Returns:
         ``(passed, tried)``.
     """
     passed = tried = 0
-    for task in _held_out(env, skill, seed, practised):
+    seen: set[str] = set()
+    for episode in episodes:
         if tried >= checks:
             break
-        try:
-            solution = replay(env, task, env.oracle(task))
-        except Exception:  # an oracle that cannot solve a task says nothing about the skill
+        if not episode.passed or episode.task.env != env.name or episode.task.problem in seen:
             continue
-        if not solution.passed:
-            continue
-        plan = _substitute(skill, [s for s in tool_steps(solution.steps) if s.call is not None])
+        plan = _substitute(skill, [s for s in tool_steps(episode.steps) if s.call is not None])
         if plan is None:
             continue
+        seen.add(episode.task.problem)
         tried += 1
         budget = Budget(max_turns=len(plan), max_episode_tokens=sys.maxsize, timeout_s=math.inf)
         player = Agent(version="skill-check", model="scripted")
-        played = run_episode(env, task, player, scripted(plan), budget, skills=(skill,))
+        played = run_episode(env, episode.task, player, scripted(plan), budget, skills=(skill,))
         passed += played.passed and not played.errors
     return passed, tried
 
 
-def _held_out(env: Env, skill: Skill, seed: int, practised: Collection[str]) -> Iterator[Task]:
-    """Fresh training tasks of the skill's families, at its difficulty and one above."""
-    for difficulty in range(skill.difficulty, min(env.max_difficulty, skill.difficulty + 1) + 1):
-        try:
-            drawn = env.tasks("train", 24, seed=seed + 7_777, difficulty=difficulty)
-        except ValueError:  # too few train problems at this level
-            continue
-        for task in drawn:
-            if task.family in skill.families and task.problem not in practised:
-                yield task
-
-
 def _substitute(skill: Skill, calls: Sequence[Step]) -> list[ToolCall] | None:
-    """The oracle's calls with the first run matching ``skill`` replaced by one skill call."""
+    """An episode's calls with the first run matching ``skill`` replaced by one skill call."""
     width = len(skill.steps)
     for start in range(len(calls) - width + 1):
         arguments = match(skill, calls[start : start + width])

@@ -3,12 +3,15 @@
 The incumbent's failed training episodes are clustered by family, difficulty and kind of error;
 for the largest clusters a proposer writes new tasks as hidden params inside the env's task
 schema (``params_schema``), and the env words each one (``task_from_params``). A proposal is
-used only if it passes validation: the params define a task, its problem key falls in the
-``train`` split (never probe or test), it is not a problem already practised or proposed, it is
-no harder than what is practised, the env's oracle solves it, and both the null policy (finish
-with an empty answer) and a forged claim of success fail it. Rejections are counted by reason.
-Accepted tasks go to the run's curriculum, which mixes them into later rounds, and the
-incumbent practises them at once; its verified successes there (hindsight relabels included)
+practised only if it passes validation: the params define a task, its problem belongs to the
+``train`` split (never probe or test: a fixed pool's own splits decide for its problems, see
+:func:`~ratchet.core.env.split_of_params`), it is not a problem already practised or
+proposed, it is no harder than what is practised, and both the null policy (finish with an
+empty answer) and a forged claim of success fail it. Rejections are counted by reason. The
+env's oracle is never asked whether a proposal can be solved: practice shows it. Valid
+proposals go to the run's curriculum, which mixes the ones not solved yet into later rounds,
+and the incumbent practises them at once; a proposal counts as solved once one of its
+verified episodes solves it, and only such verified successes (hindsight relabels included)
 become demonstrations in the candidate this lever proposes.
 """
 
@@ -26,7 +29,14 @@ from typing import Any, Protocol
 import jsonschema
 
 from ratchet.core.agent import Agent
-from ratchet.core.env import FINISH, Env, params_schema_of, problem_key_of, task_builder
+from ratchet.core.env import (
+    FINISH,
+    Env,
+    params_schema_of,
+    problem_key_of,
+    split_of_params,
+    task_builder,
+)
 from ratchet.core.memory import to_exemplar
 from ratchet.core.task import Task, make_task
 from ratchet.core.tool import ToolCall
@@ -211,10 +221,11 @@ class TaskLever:
     name: str = "tasks"
 
     def propose(self, context: LeverContext) -> Agent | None:
-        """Return the candidate, or ``None`` without accepted tasks or verified practice.
+        """Return the candidate, or say why there is none.
 
         Raises:
             ValueError: If the env cannot build tasks from params (no ``task_from_params``).
+            NoCandidate: Without a valid proposal, or when practice solved none.
         """
         env = context.env
         if task_builder(env) is None:
@@ -226,7 +237,7 @@ class TaskLever:
         proposer = self.proposer or _default_proposer(context)
         known = {t.task.problem for t in context.experience}
         ceiling = max((t.task.difficulty for t in context.experience), default=1)
-        accepted: list[Task] = []
+        valid: list[Task] = []
         rejected: Counter[str] = Counter()
         for index, cluster in enumerate(aims[: self.clusters]):
             request = TaskRequest(
@@ -238,15 +249,15 @@ class TaskLever:
                     rejected[task] += 1
                     continue
                 known.add(task.problem)
-                accepted.append(task)
+                valid.append(task)
         if context.offer_tasks is not None:
-            context.offer_tasks(accepted, rejected)
-        if not accepted:
+            context.offer_tasks(valid, rejected)
+        if not valid:
             reasons = ", ".join(f"{n} {why}" for why, n in sorted(rejected.items()))
             raise NoCandidate(f"no valid new task ({reasons or 'none proposed'})")
         if context.play is None:
             return None
-        return self._candidate(context, accepted, rejected, ceiling)
+        return self._candidate(context, valid, rejected, ceiling)
 
     def _candidate(
         self, context: LeverContext, tasks: list[Task], rejected: Counter[str], ceiling: int
@@ -254,6 +265,7 @@ class TaskLever:
         assert context.play is not None
         incumbent = context.incumbent
         played = context.play(incumbent, tasks, self.practice_k)
+        solved_ids = {t.task.id for t in played if t.passed and not t.errors}
         relabelled = relabel_all(context.env, played, incumbent, ceiling).successes
         solved = [t for t in (*played, *relabelled) if t.passed and not t.errors]
         best: dict[str, Trajectory] = {}
@@ -272,7 +284,8 @@ class TaskLever:
             self.name,
             exemplars=(*incumbent.exemplars, *new)[-self.pool_size :],
             notes={
-                "tasks_accepted": len(tasks),
+                "tasks_offered": len(tasks),
+                "tasks_solved": len(solved_ids),
                 "tasks_rejected": dict(sorted(rejected.items())),
                 "practice_passed": sum(t.passed for t in played),
                 "practice_episodes": len(played),
@@ -336,10 +349,12 @@ def validate(
         ceiling: The highest difficulty the task may have.
         target: The difficulty asked for (recorded when the env sets none).
 
+    The env's oracle is not asked: whether the task can be solved is for practice to show.
+
     Returns:
         The task, or the reason for rejecting it: ``invalid params``, ``probe or test
-        problem``, ``duplicate``, ``too hard``, ``oracle fails``, ``null policy passes`` or
-        ``forged claim passes``.
+        problem``, ``duplicate``, ``too hard``, ``null policy passes`` or ``forged claim
+        passes``.
     """
     build = task_builder(env)
     if build is None or not isinstance(params, dict):
@@ -356,6 +371,7 @@ def validate(
         difficulty=target,
         seed=int(digest.hexdigest()[:8], 16),
         problem_key=problem_key_of(env),
+        split=split_of_params(env, spec.params),
     )
     if task.split != "train":
         return "probe or test problem"
@@ -363,17 +379,12 @@ def validate(
         return "duplicate"
     if task.difficulty > ceiling:
         return "too hard"
-    policies = (
-        (env.oracle, True, "oracle fails"),
-        (lambda _: [_finish("")], False, "null policy passes"),
-        (lambda _: [_finish(FORGED_CLAIM)], False, "forged claim passes"),
-    )
-    for policy, want, reason in policies:
+    for answer, reason in (("", "null policy passes"), (FORGED_CLAIM, "forged claim passes")):
         try:
-            passed = replay(env, task, policy(task)).passed
+            passed = replay(env, task, [_finish(answer)]).passed
         except Exception:  # a proposal that breaks the env is not a task
-            passed = not want
-        if passed != want:
+            passed = True
+        if passed:
             return reason
     return task
 
