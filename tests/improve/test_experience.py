@@ -12,7 +12,7 @@ from ratchet.envs.calc import env
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.experience import verified_experience
 from ratchet.improve.loop import improve
-from ratchet.serve.recorder import Recorder
+from ratchet.serve.recorder import Recorder, Turn
 
 FINISH = {
     "role": "assistant",
@@ -33,7 +33,8 @@ def record_traffic(root, verdicts):
         recorder = Recorder(store, Agent(model="fake"), "calc", {})
         for number, verdict in enumerate(verdicts):
             messages = [{"role": "user", "content": f"What is {number} + 5?"}]
-            recorder.record(f"c{number}", messages, messages, (), FINISH, Completion(""), "base")
+            turn = Turn(messages, messages, (), FINISH, Completion(""), "base", "fake")
+            recorder.record(f"c{number}", turn)
             if verdict is not None:
                 recorder.feedback(f"c{number}", float(verdict), verdict, "")
         recorder.close()
