@@ -19,13 +19,14 @@ def episodes(rates_by_level, n=10, split="train", family=None):
     return made
 
 
-def test_a_level_opens_when_the_incumbent_passes_half_the_one_below_on_the_probe():
+def test_a_level_opens_when_the_incumbent_passes_0_3_of_the_one_below_on_the_probe():
     config = CurriculumConfig()
     assert open_levels({}, top=5, config=config) == 1
-    assert open_levels({1: 0.4}, top=5, config=config) == 1
-    assert open_levels({1: 0.5}, top=5, config=config) == 2
+    assert open_levels({1: 0.25}, top=5, config=config) == 1
+    assert open_levels({1: 0.3}, top=5, config=config) == 2
     assert open_levels({1: 0.8}, top=5, config=config) == 2
     assert open_levels({1: 0.8, 2: 0.9, 3: 0.1}, top=5, config=config) == 3
+    assert open_levels({1: 0.8, 2: 0.2}, top=5, config=config) == 2
     assert open_levels({1: 0.8, 2: 0.9}, top=2, config=config) == 2
     assert open_levels({2: 1.0}, top=5, config=config) == 1  # mastery must start at the bottom
     assert probe_rates(episodes({1: 0.8, 2: 0.2}, split="probe")) == {1: 0.8, 2: 0.2}

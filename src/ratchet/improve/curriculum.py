@@ -2,7 +2,7 @@
 
 Levels open in order: practice starts at ``start_difficulty`` and the next level opens once the
 incumbent passes enough of the highest open one on the probe (its probe pass rate there reaches
-``open_next_at``, half), since transfer from easy to hard work within an env is strong and a level
+``open_next_at``, 0.3), since transfer from easy to hard work within an env is strong and a level
 far beyond the agent yields no success to learn from. Within the open levels, work is sampled
 where the agent succeeds sometimes (see :mod:`ratchet.improve.frontier`): each level by
 ``4 p (1 - p)`` of its training success rate, and each fresh task by that of its family at its
@@ -38,16 +38,17 @@ class CurriculumConfig:
         start_difficulty: Highest level open before the probe says anything.
         max_difficulty: Never practise above this level (``None``: the env's maximum).
         open_next_at: The incumbent's probe pass rate at the highest open level that opens
-            the next one. Half: exploration searches a level the agent cannot start, so it
-            need not master the one below first (at 0.7, grid's round-1 agent, at 0.46 of its
-            level-1 probe, kept practising level 1 alone).
+            the next one. 0.3: exploration searches a level the agent cannot start, so it
+            need not master the one below first (on seeds 0-1, at 0.7 and then at 0.5, grid's
+            and calc's round-1 agents, at 0.46 and 0.42 of their level-1 probe, kept
+            practising level 1 alone for the rest of the run).
         revisit_share: Share of each batch spent replaying training tasks already played.
         proposed_share: Share of each batch given to proposed tasks not solved yet.
     """
 
     start_difficulty: int = 1
     max_difficulty: int | None = None
-    open_next_at: float = 0.5
+    open_next_at: float = 0.3
     revisit_share: float = 0.25
     proposed_share: float = 0.25
 
