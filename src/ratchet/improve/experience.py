@@ -20,11 +20,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from ratchet.core.served import SERVED_ENV, is_served
 from ratchet.core.task import split_of
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.store import DB_NAME, Store
-from ratchet.serve.memory import is_served
-from ratchet.serve.recorder import SERVED_ENV
 
 
 def verified_experience(store_dir: Path, env: str) -> list[Trajectory]:

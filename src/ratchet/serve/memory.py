@@ -17,15 +17,11 @@ from typing import Any
 
 from ratchet.core.agent import Agent
 from ratchet.core.memory import ExemplarIndex, demonstration
+from ratchet.core.served import SERVED_FAMILY, SERVED_KEY
+from ratchet.core.served import is_served as is_served  # its old home, kept importable
 from ratchet.core.task import Task
 from ratchet.engine.harness import system_message
 from ratchet.engine.models.base import Prompt
-
-SERVED_FAMILY = "served"
-"""The family of every recorded conversation (it has no problem key in an env's splits)."""
-
-SERVED_KEY = "served:"
-"""The prefix of a recorded conversation's problem key (an env's keys are JSON objects)."""
 
 Augment = Callable[[Agent, Prompt], Prompt]
 """``augment(agent, prompt) -> prompt``: one more part of memory applied to served prompts."""
@@ -35,11 +31,6 @@ def default_env(agent: Agent) -> str | None:
     """The env most of the agent's exemplars come from, or ``None`` without exemplars."""
     counts = Counter(exemplar.env for exemplar in agent.exemplars)
     return counts.most_common(1)[0][0] if counts else None
-
-
-def is_served(task: Task) -> bool:
-    """Whether ``task`` is a recorded conversation rather than a task an env can play."""
-    return task.problem.startswith(SERVED_KEY)
 
 
 def content_text(message: dict[str, Any]) -> str:

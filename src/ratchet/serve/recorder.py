@@ -38,16 +38,15 @@ from typing import Any
 
 import ratchet.engine.models.metadata as keys
 from ratchet.core.agent import Agent
+from ratchet.core.served import SERVED_ENV as SERVED_ENV  # its old home, kept importable
+from ratchet.core.served import SERVED_FAMILY, SERVED_KEY
 from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Observation, Step, TokenTrace, Trajectory
 from ratchet.core.verdict import Verdict
 from ratchet.engine.models.base import Completion
 from ratchet.engine.store import Store
-from ratchet.serve.memory import SERVED_FAMILY, SERVED_KEY, content_text, first_user_text
-
-SERVED_ENV = "served"
-"""The env recorded for conversations when the server knows of none."""
+from ratchet.serve.memory import content_text, first_user_text
 
 _CONVERSATION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _REMEMBERED = 100_000

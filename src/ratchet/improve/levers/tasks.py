@@ -41,9 +41,9 @@ from ratchet.core.memory import to_exemplar
 from ratchet.core.task import Task, make_task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Trajectory, tool_steps
+from ratchet.core.verdict import FORGED_CLAIM
 from ratchet.engine.harness import parse_action, replay
 from ratchet.engine.models.base import Model, Prompt, Sampling
-from ratchet.envs.check import FORGED_CLAIM
 from ratchet.improve.hindsight import relabel_all
 from ratchet.improve.levers.base import LeverContext, NoCandidate
 
