@@ -20,6 +20,7 @@ from typing import Any
 from rich.progress import Progress
 
 from ratchet.core.env import Env
+from ratchet.core.served import is_served
 from ratchet.core.task import Split, Task
 from ratchet.engine.cluster import RayPool
 from ratchet.engine.models import Backends, Model, Trainer, make_trainer
@@ -33,7 +34,6 @@ from ratchet.improve.practice import PROBE_SEED, TEST_SEED, Practice, draw
 from ratchet.improve.rundir import RunDir
 from ratchet.improve.schedule import sits_out
 from ratchet.improve.summary import round_lines, round_record, summary
-from ratchet.serve.memory import is_served
 
 Log = Callable[[str], None]
 
