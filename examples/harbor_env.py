@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ratchet.adapters.harbor import harbor_env
+from ratchet.integrations.harbor import harbor_env
 
 TEST_SH = """#!/bin/bash
 # Reward 1 if /app/answer.txt holds the sum of /app/numbers.txt.

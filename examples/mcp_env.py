@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ratchet import Task, TaskSpec, ToolCall, Verdict
-from ratchet.adapters.mcp import MCPClient, StdioServer, mcp_env
+from ratchet.integrations.mcp import MCPClient, StdioServer, mcp_env
 
 ITEMS = ["apples", "pears", "plums", "figs"]
 SERVER = StdioServer(sys.executable, [str(Path(__file__).parent / "servers" / "stockroom_mcp.py")])

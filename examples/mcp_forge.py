@@ -13,8 +13,8 @@ import random
 import sys
 from pathlib import Path
 
-from ratchet.adapters.mcp import StdioServer
 from ratchet.forge import mcp_source
+from ratchet.integrations.mcp import StdioServer
 
 SERVER = Path(__file__).parent / "servers" / "helpdesk_mcp.py"
 TICKETS = [f"T{i:02d}" for i in range(1, 13)]

@@ -18,7 +18,7 @@ import httpx
 import uvicorn
 
 from ratchet import Task, ToolCall
-from ratchet.adapters.openenv import openenv_env
+from ratchet.integrations.openenv import openenv_env
 
 
 def load_server():

@@ -18,7 +18,6 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
-from ratchet.adapters.dataset import exact_match, numeric_match
 from ratchet.core.env import FINISH, SimpleEnv, format_result
 from ratchet.core.pool import TaskPool
 from ratchet.core.task import Task, TaskSpec
@@ -38,6 +37,7 @@ from ratchet.forge.walks import (
     problem_key,
     replay,
 )
+from ratchet.integrations.dataset import exact_match, numeric_match
 
 W = TypeVar("W")
 

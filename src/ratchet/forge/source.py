@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from ratchet.adapters.mcp import Connections, MCPClient, Server, StdioServer, mcp_tools
 from ratchet.core.tool import Tool
 from ratchet.forge.state import sqlite_state
+from ratchet.integrations.mcp import Connections, MCPClient, Server, StdioServer, mcp_tools
 
 W = TypeVar("W")
 

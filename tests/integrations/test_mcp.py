@@ -9,7 +9,6 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from ratchet.adapters.mcp import HttpServer, MCPClient, StdioServer, mcp_env, mcp_tools
 from ratchet.core.agent import Agent
 from ratchet.core.tool import ToolCall, ToolError
 from ratchet.engine.harness import replay
@@ -17,6 +16,7 @@ from ratchet.engine.models.fake import FakeModel
 from ratchet.engine.rollout import RolloutConfig, rollout
 from ratchet.envs.check import check_env
 from ratchet.envs.registry import load_env_reference
+from ratchet.integrations.mcp import HttpServer, MCPClient, StdioServer, mcp_env, mcp_tools
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 SERVER_FILE = EXAMPLES / "servers" / "stockroom_mcp.py"

@@ -6,9 +6,6 @@ import pytest
 pytest.importorskip("openenv")
 pytest.importorskip("websockets")
 
-from ratchet.adapters.openenv import openenv_env
-from ratchet.adapters.openenv_client import tool_result_text
-from ratchet.adapters.openenv_server import openenv_app, server_name
 from ratchet.core.agent import Agent
 from ratchet.core.pool import TaskPool
 from ratchet.core.task import SPLITS, TaskSpec
@@ -19,6 +16,9 @@ from ratchet.engine.metrics import summarize
 from ratchet.engine.rollout import RolloutConfig, rollout
 from ratchet.envs.calc import env as calc
 from ratchet.envs.check import check_env
+from ratchet.integrations.openenv import openenv_env
+from ratchet.integrations.openenv_client import tool_result_text
+from ratchet.integrations.openenv_server import openenv_app, server_name
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "openenv_env.py"
 

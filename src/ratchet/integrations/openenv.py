@@ -8,7 +8,7 @@ endpoint, reset with the task's reset arguments. What the agent can call depends
   tools, each called as a ``call_tool`` action; a tool's result reaches the agent as the text
   of its MCP ``CallToolResult`` (its text content), not the result's JSON, and a result marked
   ``is_error`` as an error observation. Ratchet envs served by
-  :mod:`ratchet.adapters.openenv_server` are such servers;
+  :mod:`ratchet.integrations.openenv_server` are such servers;
 - any other server offers one tool, ``step``, whose parameters are the server's action schema
   (from ``GET /schema``).
 
@@ -42,7 +42,13 @@ from typing import Any
 
 import httpx
 
-from ratchet.adapters.openenv_client import (
+from ratchet.core.env import FINISH
+from ratchet.core.pool import TaskPool
+from ratchet.core.task import Sampler, Split, Task, TaskSpec, generate_tasks
+from ratchet.core.tool import Tool, ToolCall, ToolError
+from ratchet.core.trajectory import InfrastructureError, Observation, error_observation
+from ratchet.core.verdict import Verdict
+from ratchet.integrations.openenv_client import (
     ACTION_ERRORS,
     Slots,
     capacity_of,
@@ -51,12 +57,6 @@ from ratchet.adapters.openenv_client import (
     refusal,
     tool_result_text,
 )
-from ratchet.core.env import FINISH
-from ratchet.core.pool import TaskPool
-from ratchet.core.task import Sampler, Split, Task, TaskSpec, generate_tasks
-from ratchet.core.tool import Tool, ToolCall, ToolError
-from ratchet.core.trajectory import InfrastructureError, Observation, error_observation
-from ratchet.core.verdict import Verdict
 
 SERVER_SPLITS: dict[str, Split] = {"train": "train", "validation": "probe", "test": "test"}
 """Task API split names and the Ratchet split each becomes."""

@@ -13,7 +13,7 @@ Starting a server process per episode costs a second or more; with ``reuse=True`
 ``setup`` that resets the server's world for the task, processes are kept and reused.
 
 A stdio server is always reaped, whatever it does: it runs at the head of its own process group
-under a small guard (:mod:`ratchet.adapters.stdio_guard`) that kills the group when the host
+under a small guard (:mod:`ratchet.integrations.stdio_guard`) that kills the group when the host
 process ends, even by ``SIGKILL``; closing a client (or giving up on a server that never
 finishes its start-up handshake) closes the server's input, waits ``grace_s``, sends the group
 ``SIGTERM``, waits ``grace_s`` again, and then kills the group.

@@ -5,13 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from ratchet.adapters.trl import environment_factory, trl_dataset
 from ratchet.core.records import from_json
 from ratchet.core.task import Task, TaskSpec, make_task
 from ratchet.core.trajectory import Observation
 from ratchet.envs.calc import env as calc
 from ratchet.envs.files import env as files
 from ratchet.envs.shop import env as shop
+from ratchet.integrations.trl import environment_factory, trl_dataset
 
 
 def tool_methods(instance):

@@ -2,11 +2,11 @@ from pathlib import Path
 
 import pytest
 
-from ratchet.adapters.harbor import harbor_env, read_task
 from ratchet.core.tool import ToolCall
 from ratchet.engine.harness import replay
 from ratchet.envs.check import check_env
 from ratchet.envs.registry import load_env_reference
+from ratchet.integrations.harbor import harbor_env, read_task
 from ratchet.sandbox import SandboxUnavailable, require_landlock
 
 try:

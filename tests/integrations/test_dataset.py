@@ -1,10 +1,10 @@
 import pytest
 
-from ratchet.adapters.dataset import dataset_env, exact_match, numeric_match
 from ratchet.core.tool import ToolCall
 from ratchet.core.verdict import Verdict
 from ratchet.engine.harness import replay
 from ratchet.envs.check import check_env
+from ratchet.integrations.dataset import dataset_env, exact_match, numeric_match
 
 
 def rows(start, stop):

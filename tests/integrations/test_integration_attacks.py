@@ -1,4 +1,4 @@
-"""The adapters' security battery: each attack found by red-teaming, as a regression test."""
+"""The integrations' security battery: each attack found by red-teaming, as a regression test."""
 
 import json
 import os
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ratchet.adapters.harbor import harbor_env, read_task
 from ratchet.core.tool import ToolCall
 from ratchet.engine.harness import replay
+from ratchet.integrations.harbor import harbor_env, read_task
 from ratchet.sandbox import landlock_abi
 
 HELLO = Path(__file__).parent / "harbor_tasks" / "hello-file"
@@ -152,7 +152,7 @@ def _alive(pid: int) -> bool:
 
 
 def _stubborn(tmp_path: Path, mode: str):
-    from ratchet.adapters.mcp import StdioServer
+    from ratchet.integrations.mcp import StdioServer
 
     script = tmp_path / "stubborn.py"
     script.write_text(STUBBORN_SERVER)
@@ -169,7 +169,7 @@ def _pids(path: Path) -> list[int]:
 
 
 def test_an_mcp_server_that_ignores_sigterm_and_end_of_input_is_reaped_on_close(tmp_path):
-    from ratchet.adapters.mcp import MCPClient
+    from ratchet.integrations.mcp import MCPClient
 
     server, pids = _stubborn(tmp_path, "answer")
     client = MCPClient(server, timeout_s=10)
@@ -180,7 +180,7 @@ def test_an_mcp_server_that_ignores_sigterm_and_end_of_input_is_reaped_on_close(
 
 
 def test_an_mcp_server_that_never_finishes_its_handshake_is_reaped(tmp_path):
-    from ratchet.adapters.mcp import MCPClient
+    from ratchet.integrations.mcp import MCPClient
 
     server, pids = _stubborn(tmp_path, "mute")
     with pytest.raises(ConnectionError, match="failed to start"):
@@ -190,7 +190,7 @@ def test_an_mcp_server_that_never_finishes_its_handshake_is_reaped(tmp_path):
 
 HOST = """
 import os, signal, sys
-from ratchet.adapters.mcp import MCPClient, StdioServer
+from ratchet.integrations.mcp import MCPClient, StdioServer
 client = MCPClient(StdioServer(sys.executable, sys.argv[1:]), timeout_s=10)
 print("connected", flush=True)
 if sys.argv[-1] == "killed":
@@ -221,7 +221,7 @@ def _openenv_client(env, **options):
     pytest.importorskip("openenv")
     from fastapi.testclient import TestClient
 
-    from ratchet.adapters.openenv_server import openenv_app
+    from ratchet.integrations.openenv_server import openenv_app
 
     return TestClient(openenv_app(env, tasks_per_split=8, **options))
 
@@ -271,8 +271,8 @@ def test_an_openenv_server_with_a_key_refuses_everything_but_health_without_it()
         assert socket.receive_json()["type"] == "observation"
 
 
-def test_the_dataset_adapter_warns_when_it_drops_rows_repeated_across_splits():
-    from ratchet.adapters.dataset import RepeatedRows, dataset_env
+def test_the_dataset_integration_warns_when_it_drops_rows_repeated_across_splits():
+    from ratchet.integrations.dataset import RepeatedRows, dataset_env
 
     def row(n):
         return {"question": f"What is {n} squared?", "answer": str(n * n)}

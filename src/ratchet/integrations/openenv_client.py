@@ -1,4 +1,4 @@
-"""The parts of OpenEnv's client the OpenEnv adapter (:mod:`ratchet.adapters.openenv`) uses.
+"""The parts of OpenEnv's client the OpenEnv integration (:mod:`ratchet.integrations.openenv`) uses.
 
 Sessions use OpenEnv's ``GenericEnvClient`` synchronously. It raises the server's error frames
 as ``RuntimeError("Server error: <message> (code: <CODE>)")``; :func:`refusal` reads the code
