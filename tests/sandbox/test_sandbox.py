@@ -239,9 +239,9 @@ def test_killing_the_host_kills_the_command_and_its_workspace_is_swept():
 
 
 def test_the_launcher_enforces_the_deadline_without_the_host(sandbox, monkeypatch):
-    import ratchet.sandbox as sandbox_module
+    from ratchet.sandbox import host
 
-    monkeypatch.setattr(sandbox_module, "_HOST_GRACE_S", 3600.0)
+    monkeypatch.setattr(host, "HOST_GRACE_S", 3600.0)
     result = sandbox.run_shell("sleep 30", limits=Limits(timeout_s=0.5))
     assert result.killed == "timeout" and result.timed_out
 

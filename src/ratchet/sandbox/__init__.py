@@ -33,20 +33,22 @@ captured output. Namespaces are used where the kernel allows them and reported i
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import selectors
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ratchet.sandbox.host import (
+    LAUNCHER,
+    SandboxResult,
+    SandboxUnavailable,
+    launch,
+    python_executable,
+    spawn,
+)
 from ratchet.sandbox.keeper import (
     Keeper,
     KeeperError,
@@ -55,8 +57,8 @@ from ratchet.sandbox.keeper import (
     sweep_stale_workspaces,
     workspace_prefix,
 )
-from ratchet.sandbox.launcher import STATUS_FD_ENV, landlock_abi
-from ratchet.sandbox.process import SandboxProcess, SandboxProcessError, kill_group
+from ratchet.sandbox.landlock import landlock_abi
+from ratchet.sandbox.process import SandboxProcess, SandboxProcessError
 from ratchet.sandbox.readable import readable_dirs
 
 __all__ = [
@@ -73,8 +75,6 @@ __all__ = [
     "sweep_stale_workspaces",
 ]
 
-_LAUNCHER = str(Path(__file__).resolve().with_name("launcher.py"))
-
 # Landlock access rights (include/uapi/linux/landlock.h).
 
 # The kernel uid a root host runs the sandbox as (inside its user namespace it is root). Root is
@@ -83,14 +83,9 @@ _SANDBOX_UID = 100_000
 _SYSTEM_FILES = ("/etc/ld.so.cache", "/dev/zero", "/dev/urandom", "/dev/random")
 _WRITABLE_DEVICES = ("/dev/null",)
 _SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
-_HOST_GRACE_S = 2.0
 
 
-_KEEPER = KeeperSlot(lambda: Keeper(python_executable(), _LAUNCHER, _SANDBOX_UID))
-
-
-class SandboxUnavailable(RuntimeError):
-    """This machine cannot confine a sandbox (the message says what is missing)."""
+_KEEPER = KeeperSlot(lambda: Keeper(python_executable(), LAUNCHER, _SANDBOX_UID))
 
 
 @dataclass(frozen=True)
@@ -144,52 +139,6 @@ class Quota:
         for name, value in asdict(self).items():
             if value <= 0:
                 raise ValueError(f"sandbox quota {name} must be positive; got {value}")
-
-
-@dataclass(frozen=True)
-class SandboxResult:
-    """What one sandboxed run produced.
-
-    Attributes:
-        exit_code: The command's exit status, or ``None`` if it was killed by a signal.
-        stdout: Captured standard output (decoded, truncated at the byte limit).
-        stderr: Captured standard error (same rules).
-        timed_out: The wall-clock timeout fired.
-        killed: Why the command was killed (``"timeout"``, ``"output limit"``,
-            ``"cpu time limit"``, ``"file size limit"``, ``"signal N"``), else ``None``.
-        duration_s: Wall-clock seconds the run took.
-        truncated: Some output was dropped because of the byte limit.
-        isolation: The containment layers that were in force.
-    """
-
-    exit_code: int | None
-    stdout: str
-    stderr: str
-    timed_out: bool = False
-    killed: str | None = None
-    duration_s: float = 0.0
-    truncated: bool = False
-    isolation: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """Whether the command exited 0 without being killed."""
-        return self.exit_code == 0 and self.killed is None
-
-    def summary(self) -> str:
-        """Render the result as observation text, without timings or host paths."""
-        parts = []
-        if self.stdout:
-            parts.append(self.stdout.rstrip("\n"))
-        if self.stderr:
-            parts.append("[stderr]\n" + self.stderr.rstrip("\n"))
-        if self.truncated:
-            parts.append("[output truncated]")
-        if self.killed:
-            parts.append(f"[killed: {self.killed}]")
-        elif self.exit_code:
-            parts.append(f"[exit code {self.exit_code}]")
-        return "\n".join(parts) if parts else "[no output]"
 
 
 @dataclass
@@ -272,7 +221,7 @@ class Sandbox:
         config = self._config(argv, limits, env)
         if config is None:
             return SandboxResult(127, "", f"command not found: {argv[0]}\n")
-        result = _launch(config, stdin, limits)
+        result = launch(config, stdin, limits.timeout_s, limits.output_bytes)
         return replace(
             result,
             stdout=_hide_root(result.stdout, self.directory),
@@ -310,7 +259,7 @@ class Sandbox:
         config = self._config(argv, limits or self.limits)
         if config is None:
             raise ValueError(f"sandbox: command not found: {argv[0]}")
-        process, status_fd = _spawn(config)
+        process, status_fd = spawn(config)
         return SandboxProcess(process, status_fd, reply_bytes)
 
     def _config(
@@ -335,12 +284,6 @@ class Sandbox:
             "host_pid": os.getpid(),
             "keeper": self._keeper.namespaces if self._keeper else None,
         }
-
-
-def python_executable() -> str:
-    """Return the base interpreter (outside any virtualenv) the sandbox runs Python with."""
-    base = getattr(sys, "_base_executable", None) or sys.executable
-    return os.path.realpath(base)
 
 
 def require_landlock() -> None:
@@ -368,104 +311,3 @@ def _scrubbed_env(root: Path) -> dict[str, str]:
 
 def _hide_root(text: str, root: Path) -> str:
     return text.replace(f"{root}/", "./").replace(str(root), ".")
-
-
-def _spawn(config: dict[str, Any]) -> tuple[subprocess.Popen[bytes], int]:
-    """Start the launcher for ``config``; returns it and the read end of its status pipe."""
-    status_read, status_write = os.pipe()
-    process = subprocess.Popen(
-        [python_executable(), "-I", "-S", "-B", _LAUNCHER, json.dumps(config)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={STATUS_FD_ENV: str(status_write)},
-        pass_fds=(status_write,),
-        start_new_session=True,
-        cwd=config["cwd"],
-    )
-    os.close(status_write)
-    return process, status_read
-
-
-def _launch(config: dict[str, Any], stdin: bytes, limits: Limits) -> SandboxResult:
-    start = time.monotonic()
-    process, status_read = _spawn(config)
-    try:
-        out, err, truncated, host_kill = _collect(process, stdin, limits)
-        process.wait()
-        with os.fdopen(status_read, "rb") as status_file:
-            status = json.loads(status_file.read() or b"{}")
-    finally:
-        kill_group(process)
-    duration_s = time.monotonic() - start
-    if "error" in status:
-        raise SandboxUnavailable(f"sandbox launcher failed: {status['error']}")
-    killed = host_kill or status.get("killed") or _signal_reason(status.get("signal"))
-    return SandboxResult(
-        exit_code=status.get("exit"),
-        stdout=out.decode("utf-8", "replace"),
-        stderr=err.decode("utf-8", "replace"),
-        timed_out=killed == "timeout",
-        killed=killed,
-        duration_s=duration_s,
-        truncated=truncated,
-        isolation=tuple(status.get("isolation", ())),
-    )
-
-
-def _collect(
-    process: subprocess.Popen[bytes], stdin: bytes, limits: Limits
-) -> tuple[bytes, bytes, bool, str | None]:
-    """Read both streams until they close, the deadline passes, or output overflows."""
-    assert process.stdin and process.stdout and process.stderr
-    try:
-        process.stdin.write(stdin)
-        process.stdin.close()
-    except BrokenPipeError:
-        pass
-    buffers = {process.stdout.fileno(): bytearray(), process.stderr.fileno(): bytearray()}
-    # The launcher enforces the deadline; this one only catches a launcher that hangs.
-    deadline = time.monotonic() + limits.timeout_s + _HOST_GRACE_S
-    truncated = False
-    with selectors.DefaultSelector() as selector:
-        for stream in (process.stdout, process.stderr):
-            selector.register(stream, selectors.EVENT_READ)
-        while selector.get_map():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                kill_group(process)
-                out, err = (bytes(buffers[s.fileno()]) for s in (process.stdout, process.stderr))
-                return out, err, truncated, "timeout"
-            for key, _ in selector.select(remaining):
-                chunk = os.read(key.fd, 65_536)
-                if not chunk:
-                    selector.unregister(key.fileobj)
-                    continue
-                buffer = buffers[key.fd]
-                room = limits.output_bytes - len(buffer)
-                buffer.extend(chunk[: max(room, 0)])
-                if len(chunk) > room:
-                    truncated = True
-                    kill_group(process)
-                    out, err = (
-                        bytes(buffers[s.fileno()]) for s in (process.stdout, process.stderr)
-                    )
-                    return out, err, truncated, "output limit"
-    out, err = (bytes(buffers[s.fileno()]) for s in (process.stdout, process.stderr))
-    try:
-        process.wait(max(deadline - time.monotonic(), 0.01))
-    except subprocess.TimeoutExpired:
-        kill_group(process)
-        return out, err, truncated, "timeout"
-    return out, err, truncated, None
-
-
-def _signal_reason(number: int | None) -> str | None:
-    if number is None:
-        return None
-    if number in (signal.SIGXCPU, signal.SIGKILL):
-        # A CPU-bound command reaches the hard RLIMIT_CPU and gets SIGKILL from the kernel.
-        return "cpu time limit"
-    if number == signal.SIGXFSZ:
-        return "file size limit"
-    return f"signal {number}"

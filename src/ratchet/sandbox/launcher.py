@@ -2,7 +2,7 @@
 
 Run by :mod:`ratchet.sandbox` as ``python -I -S -B launcher.py CONFIG``, this module imports
 only the standard library (never ratchet: it runs outside the project's environment), which is
-also why its one other file, ``seccomp.py``, is loaded by path. It dies
+also why its two other files, ``seccomp.py`` and ``landlock.py``, are loaded by path. It dies
 with the host (a parent-death signal), joins the workspace keeper's namespaces when there is
 one, and forks a child that enters fresh user, network and PID namespaces where the kernel
 allows, after joining a fresh session keyring (kernel keyrings are not namespaced); that child
@@ -29,19 +29,6 @@ from typing import Any
 
 STATUS_FD_ENV = "RATCHET_SANDBOX_STATUS_FD"
 
-_FS_EXECUTE = 1 << 0
-_FS_WRITE_FILE = 1 << 1
-_FS_READ_FILE = 1 << 2
-_FS_READ_DIR = 1 << 3
-_FS_TRUNCATE = 1 << 14
-_FS_IOCTL_DEV = 1 << 15
-_FS_RIGHTS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
-_FILE_RIGHTS = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
-_READ_RIGHTS = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
-_SYS_LANDLOCK_CREATE_RULESET = 444
-_SYS_LANDLOCK_ADD_RULE = 445
-_SYS_LANDLOCK_RESTRICT_SELF = 446
-
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
@@ -57,18 +44,6 @@ _PR_SET_NO_NEW_PRIVS = 38
 _MEMORY_POLL_S = 0.05
 
 
-@cache
-def landlock_abi() -> int:
-    """Return the kernel's Landlock ABI version, or 0 if Landlock is unavailable."""
-    if not sys.platform.startswith("linux"):
-        return 0
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    version = int(libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, 0, 1))
-    return max(version, 0)
-
-
 def launcher_main(config: dict[str, Any]) -> None:
     """Run the command described by ``config`` confined, and report its status to the host.
 
@@ -80,7 +55,7 @@ def launcher_main(config: dict[str, Any]) -> None:
 
     libc = ctypes.CDLL(None, use_errno=True)
     _die_with(libc, int(config["host_pid"]))
-    _seccomp()  # read now: once confined, the launcher cannot read its own directory
+    _seccomp(), _landlock()  # read now: once confined, the launcher cannot read its folder
     deadline = time.monotonic() + float(config["limits"]["timeout_s"])
     status_fd = int(os.environ[STATUS_FD_ENV])
     os.set_inheritable(status_fd, False)
@@ -334,7 +309,7 @@ def _reply(message: dict[str, Any]) -> None:
 
 
 def _confinement_names() -> list[str]:
-    names = [f"landlock abi {landlock_abi()}", "rlimits"]
+    names = [f"landlock abi {_landlock().landlock_abi()}", "rlimits"]
     if _seccomp().syscalls() is not None:
         names.append("seccomp filter")
     return names
@@ -349,7 +324,7 @@ def _exec_confined(
         os.chdir(config["cwd"])
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError("prctl(PR_SET_NO_NEW_PRIVS) failed")
-        _restrict_filesystem(libc, config)
+        _landlock().restrict_filesystem(libc, config)
         _seccomp().install(libc)
         os.execve(config["argv"][0], config["argv"], config["env"])
     except BaseException as exc:
@@ -388,46 +363,19 @@ def _processes_of_uid(uid: int) -> int:
     return count
 
 
-def _restrict_filesystem(libc: Any, config: dict[str, Any]) -> None:
-    import ctypes
-    import struct
+def _seccomp() -> Any:
+    """The sibling ``seccomp.py`` (see :func:`_sibling`)."""
+    return _sibling("seccomp")
 
-    abi = landlock_abi()
-    fs_rights = _FS_RIGHTS_BY_ABI[max(v for v in _FS_RIGHTS_BY_ABI if v <= abi)]
-    net_rights = 0b11 if abi >= 4 else 0  # TCP bind and connect: handled, hence denied
-    scoped = 0b11 if abi >= 6 else 0  # abstract unix sockets and signals stay inside
-    attr = struct.pack("QQQ", fs_rights, net_rights, scoped)
-    size = 8 if abi < 4 else 16 if abi < 6 else 24
-    ruleset = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, attr, size, 0)
-    if ruleset < 0:
-        raise OSError(ctypes.get_errno(), "landlock_create_ruleset failed")
-    file_rights = _FILE_RIGHTS & fs_rights
-    rules = [
-        (p, _FS_READ_DIR if listing else _READ_RIGHTS) for p, listing in config["readable_dirs"]
-    ]
-    rules += [(p, (_FS_EXECUTE | _FS_READ_FILE) & file_rights) for p in config["readable_files"]]
-    rules += [(p, file_rights) for p in config["writable_files"]]
-    rules += [(p, fs_rights) for p in config["writable_dirs"]]
-    for path, rights in rules:
-        try:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        except OSError:
-            continue
-        if not os.path.isdir(path):
-            rights &= file_rights
-        rule = struct.pack("=Qi", rights, fd)
-        result = libc.syscall(_SYS_LANDLOCK_ADD_RULE, ruleset, 1, rule, 0)
-        os.close(fd)
-        if result != 0:
-            raise OSError(ctypes.get_errno(), f"landlock_add_rule failed for {path}")
-    if libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
-        raise OSError(ctypes.get_errno(), "landlock_restrict_self failed")
-    os.close(ruleset)
+
+def _landlock() -> Any:
+    """The sibling ``landlock.py`` (see :func:`_sibling`)."""
+    return _sibling("landlock")
 
 
 @cache
-def _seccomp() -> Any:
-    """The sibling ``seccomp.py``, loaded by path.
+def _sibling(name: str) -> Any:
+    """The sibling module ``NAME.py``, loaded by path.
 
     Isolated mode (``-I``) puts the launcher's directory on no import path, and the launcher
     must not import ratchet.
@@ -435,10 +383,10 @@ def _seccomp() -> Any:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "ratchet_sandbox_seccomp", os.path.join(os.path.dirname(__file__), "seccomp.py")
+        f"ratchet_sandbox_{name}", os.path.join(os.path.dirname(__file__), f"{name}.py")
     )
     if spec is None or spec.loader is None:
-        raise ImportError("the sandbox's seccomp.py is missing")
+        raise ImportError(f"the sandbox's {name}.py is missing")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
