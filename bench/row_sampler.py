@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import torch
 
-from ratchet.engine.models.local import RowSampler
+from ratchet.engine.models.decoding import RowSampler
 
 ROWS, VOCABULARY, STEPS = 16, 49_152, 200
 

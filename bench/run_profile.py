@@ -35,6 +35,7 @@ import transformers
 
 import ratchet.engine.harness as harness
 import ratchet.engine.models.constrain as constrain
+import ratchet.engine.models.decoding as decoding
 import ratchet.engine.models.local as local
 import ratchet.engine.models.policy as policy
 import ratchet.engine.models.training as training
@@ -104,7 +105,7 @@ def instrument() -> None:
     wrap(harness, "act", "env steps")
     wrap(Sandbox, "run", "sandbox runs")
     wrap(constrain.ToolCallConstraint, "__call__", "generation: grammar masks")
-    wrap(local.RowSampler, "__call__", "generation: sampling")
+    wrap(decoding.RowSampler, "__call__", "generation: sampling")
     _instrument_generation()
     _instrument_training()
 

@@ -9,11 +9,11 @@ from ratchet.engine.cancel import abandoned_rows, watching  # noqa: E402
 from ratchet.engine.models.constrain import reply_grammar  # noqa: E402
 from ratchet.engine.models.decoding import (  # noqa: E402
     AbandonedRows,
+    RowSampler,
     TokenLogprobs,
     nucleus,
     openai_logprobs,
 )
-from ratchet.engine.models.local import RowSampler  # noqa: E402
 
 
 def test_nucleus_keeps_the_likeliest_tokens_up_to_top_p():

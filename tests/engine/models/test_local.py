@@ -8,7 +8,7 @@ import pytest
 from ratchet.core.env import ToolSession
 from ratchet.core.tool import Tool, ToolCall, tools_from
 from ratchet.engine.models import ModelError, Prompt, Sampling
-from ratchet.engine.models.local import LocalModel, token_batches
+from ratchet.engine.models.local import LocalModel
 from ratchet.engine.models.render import (
     TOOL_INSTRUCTION,
     describe_tool,
@@ -174,17 +174,6 @@ def test_smoke_a_batch_of_constrained_replies_are_valid_tool_calls(model: Any) -
     assert all(c.prompt_tokens > 50 and c.completion_tokens > 5 for c in completions)
 
 
-def test_token_batches_close_a_batch_at_its_row_or_token_limit() -> None:
-    # Rows of 100 tokens with 20-token replies take 120 cells each.
-    assert token_batches([100] * 5, 20, 2, None) == [range(0, 2), range(2, 4), range(4, 5)]
-    assert token_batches([100] * 5, 20, 16, 360) == [range(0, 3), range(3, 5)]
-    # A long prompt widens every row of its batch: [10, 10, 200] would take 3 x 220 cells.
-    assert token_batches([10, 10, 200, 10], 20, 16, 500) == [range(0, 2), range(2, 4)]
-    # A prompt over the budget on its own still gets a batch; nothing is dropped.
-    assert token_batches([50, 900, 50], 20, 16, 200) == [range(0, 1), range(1, 2), range(2, 3)]
-    assert token_batches([], 20, 16, 200) == []
-
-
 def test_batch_limits_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_batch_size"):
         LocalModel(max_batch_size=0)
@@ -264,7 +253,7 @@ def test_unconstrained_mode_and_bad_tools_are_reported_per_prompt(model: Any) ->
 def test_row_sampler_draws_each_row_from_its_own_seed_and_temperature() -> None:
     import torch
 
-    from ratchet.engine.models.local import RowSampler
+    from ratchet.engine.models.decoding import RowSampler
 
     ids = torch.zeros(3, 1, dtype=torch.long)
     scores = torch.tensor(

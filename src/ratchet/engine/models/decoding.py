@@ -1,5 +1,6 @@
 """Per-request decoding features of the ``local`` backend, as ``generate()`` plug-ins.
 
+:class:`RowSampler` draws each batch row's next token at its own temperature and seed,
 :func:`nucleus` restricts a row's draw to its top-p tokens, :class:`TokenLogprobs` records what
 each generated token's log-probability was (and the likeliest alternatives) for
 token-faithful recording and OpenAI's ``logprobs``, and :class:`AbandonedRows` stops the rows
@@ -173,3 +174,44 @@ def turn_record(
             completion[:shown], logprobs[:shown], recorder.alternatives(row, shown), decode
         ),
     }
+
+
+class RowSampler:
+    """A logits processor that draws each batch row's next token at its own temperature and seed.
+
+    ``generate()`` samples a whole batch from one random stream, so a row's draw would depend
+    on which rows share its batch and in what order. This draws per row instead: one uniform
+    number from a generator seeded by the row's seed (the global stream if it has none),
+    mapped through the row's cumulative distribution (greedy at temperature 0), and it leaves
+    only the drawn token, which ``generate()``'s greedy pick then takes. Inverse-CDF draws
+    also cost less than ``torch.multinomial`` over a 49k vocabulary.
+
+    Args:
+        draws: One ``(temperature, seed)`` per batch row.
+        top_p: Draw within each row's nucleus of this much probability (see :func:`nucleus`).
+    """
+
+    def __init__(self, draws: Sequence[tuple[float, int | None]], top_p: float = 1.0) -> None:
+        self._top_p = top_p
+        temperatures = torch.tensor([float(t) for t, _ in draws]).unsqueeze(1)
+        self._greedy = temperatures.squeeze(1) == 0
+        self._divisor = torch.where(self._greedy.unsqueeze(1), 1.0, temperatures)
+        self._generators = [
+            None if seed is None else torch.Generator().manual_seed(seed % 2**63)
+            for _, seed in draws
+        ]
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """Draw one token per row; every other token's score becomes ``-inf``."""
+        logits = scores.float()
+        best = logits.argmax(dim=-1, keepdim=True)
+        probs = torch.softmax(logits / self._divisor, dim=-1)
+        cumulative = (probs if self._top_p >= 1 else nucleus(probs, self._top_p)).cumsum(dim=-1)
+        uniform = torch.stack([torch.rand((), generator=g) for g in self._generators])
+        target = uniform.unsqueeze(1) * cumulative[:, -1:]
+        drawn = torch.searchsorted(cumulative, target, right=True).clamp_max(logits.shape[1] - 1)
+        # Greedy rows, rows with nothing allowed (NaN weights) and a draw rounded onto a
+        # masked token all take the best allowed token.
+        usable = torch.isfinite(logits.gather(1, drawn)) & ~self._greedy.unsqueeze(1)
+        picked = torch.where(usable, drawn, best)
+        return torch.full_like(scores, float("-inf")).scatter(1, picked, 0.0)

@@ -14,7 +14,6 @@ JSON call ``{"name": ..., "arguments": {...}}`` of an offered tool with schema-v
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import time
@@ -35,11 +34,12 @@ from ratchet.engine.models.base import (
     offered_tools,
     row_seeds,
 )
+from ratchet.engine.models.batching import left_padded, release_freed_memory, token_batches
 from ratchet.engine.models.bounds import CAPS, fitted_cap
 from ratchet.engine.models.constrain import ToolCallConstraint, reply_grammar, tool_call_grammar
 from ratchet.engine.models.decoding import (
+    RowSampler,
     TokenLogprobs,
-    nucleus,
     stopping_criteria,
     turn_record,
 )
@@ -73,8 +73,9 @@ class LocalModel:
             whole call fits the reply's ``max_tokens`` (see :mod:`.bounds`).
         max_batch_size: Conversations per ``generate()`` call.
         max_batch_tokens: Token cells per ``generate()`` call: rows times (longest prompt +
-            reply), which its keys and values grow with (see :func:`token_batches`; the
-            default is about 1.1 GB of SmolLM2-135M's in float32); ``None``: no limit.
+            reply), which its keys and values grow with (see
+            :func:`~ratchet.engine.models.batching.token_batches`; the default is about 1.1 GB
+            of SmolLM2-135M's in float32); ``None``: no limit.
         threads: Torch CPU threads; default :func:`default_threads`.
         kv_reuse: Reuse the keys and values of prompt prefixes read before: the shared system
             message across a batch, and the conversation across an episode's turns (see
@@ -162,7 +163,7 @@ class LocalModel:
         """Return one completion per prompt, in batched ``generate()`` calls.
 
         Consecutive prompts share a call up to ``max_batch_size`` of them and
-        ``max_batch_tokens`` (see :func:`token_batches`).
+        ``max_batch_tokens`` (see :func:`~ratchet.engine.models.batching.token_batches`).
         A prompt samples with its own seed (:func:`row_seeds`) from its own random stream, so
         a seeded prompt gets the same reply whatever batch it is in (up to the float rounding
         that other rows' padding brings).
@@ -251,7 +252,7 @@ class LocalModel:
         reuse = self._prefixes if self.kv_reuse else None
         batch = reuse.batch(rows) if reuse is not None else None
         if batch is None:
-            inputs = _left_padded(rows, int(self.tokenizer.pad_token_id))
+            inputs = left_padded(rows, int(self.tokenizer.pad_token_id))
         else:
             inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
         recorder = TokenLogprobs(sampling.top_logprobs)
@@ -363,110 +364,3 @@ class LocalModel:
             )
             self._executor = llguidance.LLExecutor()
         return self._ll_tokenizer, self._executor
-
-
-def _malloc_trim() -> Any:
-    """The C library's ``malloc_trim`` (glibc), or ``None`` where it has none (macOS)."""
-    try:
-        return getattr(ctypes.CDLL(None), "malloc_trim", None)
-    except (OSError, TypeError):
-        return None
-
-
-_MALLOC_TRIM = _malloc_trim()
-
-
-def release_freed_memory() -> None:
-    """Give the heap memory that tensors freed back to the operating system.
-
-    glibc keeps freed memory for reuse, but the tensors of batches over prompts of every
-    length come in so many sizes that it fragments and the process grows turn after turn:
-    during an eval of 16 files level-2 tasks the process held 7.0 GB, of which
-    ``malloc_trim(0)`` returned 4.3 GB at once. :meth:`LocalModel.complete` calls this after
-    its batches; it does nothing where the C library has no ``malloc_trim``.
-    """
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
-
-
-def token_batches(
-    lengths: Sequence[int], reply_tokens: int, max_rows: int, max_tokens: int | None
-) -> list[range]:
-    """Split consecutive prompts into ``generate()`` batches that fit a memory budget.
-
-    A batch is a rectangle: each row is padded to the longest prompt and grows by up to
-    ``reply_tokens``, and keys and values are kept for every cell, so its memory grows with
-    rows times (longest prompt + reply). A batch takes prompts in order while it holds at most
-    ``max_rows`` rows and that product stays within ``max_tokens``; a prompt that alone exceeds
-    ``max_tokens`` gets a batch of its own.
-
-    Args:
-        lengths: Each prompt's length in tokens, in order.
-        reply_tokens: Tokens each reply may add.
-        max_rows: Rows a batch may hold.
-        max_tokens: Cells (rows x padded length) a batch may hold; ``None``: no limit.
-
-    Returns:
-        The index ranges of the batches, covering ``lengths`` in order.
-    """
-    batches: list[range] = []
-    start, longest = 0, 0
-    for index, length in enumerate(lengths):
-        rows, widest = index - start + 1, max(longest, length)
-        over_budget = max_tokens is not None and rows * (widest + reply_tokens) > max_tokens
-        if index > start and (rows > max_rows or over_budget):
-            batches.append(range(start, index))
-            start, widest = index, length
-        longest = widest
-    if lengths:
-        batches.append(range(start, len(lengths)))
-    return batches
-
-
-def _left_padded(rows: list[list[int]], pad_id: int) -> dict[str, torch.Tensor]:
-    """``generate()`` inputs for ``rows``, left-padded to the longest."""
-    width = max(len(row) for row in rows)
-    ids = [[pad_id] * (width - len(row)) + row for row in rows]
-    mask = [[0] * (width - len(row)) + [1] * len(row) for row in rows]
-    return {"input_ids": torch.tensor(ids), "attention_mask": torch.tensor(mask)}
-
-
-class RowSampler:
-    """A logits processor that draws each batch row's next token at its own temperature and seed.
-
-    ``generate()`` samples a whole batch from one random stream, so a row's draw would depend
-    on which rows share its batch and in what order. This draws per row instead: one uniform
-    number from a generator seeded by the row's seed (the global stream if it has none),
-    mapped through the row's cumulative distribution (greedy at temperature 0), and it leaves
-    only the drawn token, which ``generate()``'s greedy pick then takes. Inverse-CDF draws
-    also cost less than ``torch.multinomial`` over a 49k vocabulary.
-
-    Args:
-        draws: One ``(temperature, seed)`` per batch row.
-        top_p: Draw within each row's nucleus of this much probability (see :func:`nucleus`).
-    """
-
-    def __init__(self, draws: Sequence[tuple[float, int | None]], top_p: float = 1.0) -> None:
-        self._top_p = top_p
-        temperatures = torch.tensor([float(t) for t, _ in draws]).unsqueeze(1)
-        self._greedy = temperatures.squeeze(1) == 0
-        self._divisor = torch.where(self._greedy.unsqueeze(1), 1.0, temperatures)
-        self._generators = [
-            None if seed is None else torch.Generator().manual_seed(seed % 2**63)
-            for _, seed in draws
-        ]
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        """Draw one token per row; every other token's score becomes ``-inf``."""
-        logits = scores.float()
-        best = logits.argmax(dim=-1, keepdim=True)
-        probs = torch.softmax(logits / self._divisor, dim=-1)
-        cumulative = (probs if self._top_p >= 1 else nucleus(probs, self._top_p)).cumsum(dim=-1)
-        uniform = torch.stack([torch.rand((), generator=g) for g in self._generators])
-        target = uniform.unsqueeze(1) * cumulative[:, -1:]
-        drawn = torch.searchsorted(cumulative, target, right=True).clamp_max(logits.shape[1] - 1)
-        # Greedy rows, rows with nothing allowed (NaN weights) and a draw rounded onto a
-        # masked token all take the best allowed token.
-        usable = torch.isfinite(logits.gather(1, drawn)) & ~self._greedy.unsqueeze(1)
-        picked = torch.where(usable, drawn, best)
-        return torch.full_like(scores, float("-inf")).scatter(1, picked, 0.0)
