@@ -23,7 +23,6 @@ from ratchet.report.data import (
     lever_gains,
 )
 from ratchet.report.html import (
-    badge,
     card,
     count,
     duration,
@@ -35,6 +34,7 @@ from ratchet.report.html import (
     signed_points,
     table,
 )
+from ratchet.report.improve_rounds import cost_section, gate_section
 from ratchet.report.improve_tasks import breakdown_section, episodes_section, flip_section
 from ratchet.report.privileged import headline_suffix, privileged_note
 
@@ -88,11 +88,11 @@ def improve_page(data: ImproveRun) -> str:
         ),
         _curve_section(data),
         _attribution_section(data, steps),
-        _gate_section(summary),
+        gate_section(summary),
         _exploration_section(summary),
         breakdown_section(data, base_runs, final_runs),
         flip_section(flips(base_runs, final_runs), data.final_version),
-        _cost_section(summary),
+        cost_section(summary),
         episodes_section(base_runs, final_runs, data.final_version),
         _glossary(config),
     ]
@@ -267,87 +267,6 @@ def _attribution_section(data: ImproveRun, steps: list[Attribution]) -> str:
     return "".join(parts)
 
 
-def _flips(candidate: dict[str, Any]) -> str:
-    """Pass->fail flips against the limit, with the retest's confirmed count if one was played."""
-    confirmed = candidate.get("confirmed_flips")
-    flips = str(candidate["flips_pass_to_fail"])
-    if confirmed is not None:
-        flips += f" ({confirmed} confirmed)"
-    return f"{flips} / {candidate.get('flip_limit', '?')}"
-
-
-def _gate_section(summary: dict[str, Any]) -> str:
-    rows, classes = [], []
-    for record in summary["rounds"]:
-        for candidate in record["candidates"]:
-            decided = "probe_gain" in candidate
-            accepted = bool(candidate.get("accepted"))
-            adopted = accepted and candidate.get("version") == record["incumbent"]
-            if accepted:
-                verdict = badge(True, "accepted" if adopted else "accepted, not adopted")
-            else:
-                verdict = badge(False, "rejected") if decided else badge(None, "no candidate")
-            numbers = (
-                [
-                    f"{candidate['incumbent_pass']:.2f} → {candidate['candidate_pass']:.2f}",
-                    f"{candidate['probe_gain'] * 100:+.0f} pts",
-                    "< 0.0001" if candidate["p_value"] < 0.0001 else f"{candidate['p_value']:.4f}",
-                    f"{candidate['flips_fail_to_pass']}",
-                    _flips(candidate),
-                ]
-                if decided
-                else ["—"] * 5
-            )
-            rows.append(
-                [
-                    str(record["round"]),
-                    esc(candidate["lever"]),
-                    esc(candidate.get("version") or "—"),
-                    *numbers,
-                    verdict,
-                    esc(candidate.get("reason", "")),
-                ]
-            )
-            classes.append("accepted" if adopted else "")
-    config = summary.get("config", {})
-    gate = config.get("gate", {})
-    retest_k = gate.get("retest_k", 0)
-    retest = (
-        f" A candidate only its flips would reject replays each flipped task {retest_k} more "
-        "times beside the incumbent (fresh seeds, shared); a flip then counts only if the "
-        "candidate passed that task fewer times (shown in brackets)."
-        if retest_k
-        else ""
-    )
-    return (
-        "<h2>Every gate decision</h2>"
-        f'<p class="note">Each candidate played the same {config.get("probe_tasks", "")} probe '
-        "tasks with the same seeds as the incumbent. Accepted only if the paired gain is "
-        "significant (one-sided sign-flip permutation test, at its share of the run's alpha "
-        f"{gate.get('alpha', 0.05)}, split over rounds and, by Holm, over levers) and its "
-        f"pass→fail flips stay within the budget ({gate.get('flip_budget', 0.1):.0%} of the "
-        f"probe episodes, at least one).{retest} Of several accepted candidates in a round, "
-        "the one with the largest gain is adopted.</p>"
-        + table(
-            [
-                "round",
-                "lever",
-                "candidate",
-                "probe pass@1",
-                "gain",
-                "p-value",
-                "fail→pass",
-                "pass→fail / limit",
-                "decision",
-                "reason",
-            ],
-            rows,
-            numeric=(0, 3, 4, 5, 6, 7),
-            row_classes=classes,
-        )
-    )
-
-
 def _exploration_section(summary: dict[str, Any]) -> str:
     """What each round's search did: tasks searched and solved, each strategy's yield."""
     rows = []
@@ -387,57 +306,6 @@ def _exploration_section(summary: dict[str, Any]) -> str:
             ],
             rows,
             numeric=(1, 2, 5, 6),
-        )
-    )
-
-
-def _cost_section(summary: dict[str, Any]) -> str:
-    rows = [
-        [
-            str(r["round"]),
-            f"{r.get('train_passed', 0)} / {r.get('train_episodes', 0)}",
-            f"{r.get('relabelled', 0)} + {r['trimmed']}"
-            if r.get("trimmed")
-            else str(r.get("relabelled", 0)),
-            str(len(r["candidates"])),
-            count(r.get("tokens", 0)),
-            duration(float(r.get("seconds", 0.0))),
-        ]
-        for r in summary["rounds"]
-    ]
-    rows.append(
-        [
-            "<b>whole run</b>",
-            "",
-            "",
-            "",
-            f"<b>{count(summary.get('tokens', 0))}</b>",
-            f"<b>{duration(float(summary.get('seconds', 0.0)))}</b>",
-        ]
-    )
-    errors = summary.get("model_errors") or {}
-    warning = (
-        f'<p class="note"><b>{errors["count"]} episodes ended on a model error</b>; the first: '
-        f"{esc(errors['first'])}</p>"
-        if errors.get("count")
-        else ""
-    )
-    return (
-        "<h2>Cost</h2>"
-        f'<p class="note">{count(summary.get("rollouts", 0))} episodes in all. Round rows count '
-        "training and probe episodes; the whole run adds the test evaluations.</p>"
-        + warning
-        + table(
-            [
-                "round",
-                "training episodes passed",
-                "relabelled in hindsight (+ successes trimmed)",
-                "candidates",
-                "tokens",
-                "wall time",
-            ],
-            rows,
-            numeric=(1, 2, 3, 4, 5),
         )
     )
 
