@@ -1,8 +1,9 @@
 """Runs an MCP stdio server so that it cannot outlive the process that started it.
 
-Run by :mod:`ratchet.integrations.mcp` as ``python -I -S stdio_guard.py HOST_PID COMMAND [ARG...]``
-at the head of a new process group, this stdlib-only script starts the server with its own
-standard input and output, and waits for it. The kernel sends the guard ``SIGUSR1`` when the
+Run by :mod:`ratchet.integrations.mcp_client` as
+``python -I -S stdio_guard.py HOST_PID COMMAND [ARG...]`` at the head of a new process group,
+this stdlib-only script starts the server with its own standard input and output, and waits
+for it. The kernel sends the guard ``SIGUSR1`` when the
 thread that started it ends (the host exited or was killed, even by ``SIGKILL``); the guard then
 kills its whole process group, the server and anything the server started. It ignores
 ``SIGTERM``, which the client sends the group to stop the server, so that it lives exactly as
