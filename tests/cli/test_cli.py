@@ -433,3 +433,16 @@ def test_check_accepts_a_red_team_finding_only_with_a_reason_and_shows_it(tmp_pa
     for bad, said in (("huge answer", 'takes CHECK="REASON"'), ("determinism=why", "not one")):
         result = runner.invoke(app, [*args, "--accept", bad], env=wide)
         assert result.exit_code == 2 and said in result.output
+
+
+def test_improve_refuses_zero_rounds_before_any_model_loads(tmp_path, monkeypatch):
+    import ratchet.cli.improve as improve_cli
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(improve_cli, "load_model", no_model)
+    monkeypatch.setattr(improve_cli, "run_improve", no_model)
+    result = runner.invoke(app, ["improve", "calc", "--rounds", "0", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "--rounds must be at least 1" in result.output
+    assert "Traceback" not in result.output and not any(tmp_path.iterdir())
