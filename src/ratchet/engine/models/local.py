@@ -34,7 +34,6 @@ from ratchet.engine.models.base import (
     offered_tools,
     row_seeds,
 )
-from ratchet.engine.models.batching import left_padded, release_freed_memory, token_batches
 from ratchet.engine.models.bounds import CAPS, fitted_cap
 from ratchet.engine.models.constrain import ToolCallConstraint, reply_grammar, tool_call_grammar
 from ratchet.engine.models.decoding import (
@@ -43,6 +42,7 @@ from ratchet.engine.models.decoding import (
     stopping_criteria,
     turn_record,
 )
+from ratchet.engine.models.packing import left_padded, release_freed_memory, token_batches
 from ratchet.engine.models.render import render_prompt
 from ratchet.engine.models.weights import load
 
@@ -74,7 +74,7 @@ class LocalModel:
         max_batch_size: Conversations per ``generate()`` call.
         max_batch_tokens: Token cells per ``generate()`` call: rows times (longest prompt +
             reply), which its keys and values grow with (see
-            :func:`~ratchet.engine.models.batching.token_batches`; the default is about 1.1 GB
+            :func:`~ratchet.engine.models.packing.token_batches`; the default is about 1.1 GB
             of SmolLM2-135M's in float32); ``None``: no limit.
         threads: Torch CPU threads; default :func:`default_threads`.
         kv_reuse: Reuse the keys and values of prompt prefixes read before: the shared system
@@ -163,7 +163,7 @@ class LocalModel:
         """Return one completion per prompt, in batched ``generate()`` calls.
 
         Consecutive prompts share a call up to ``max_batch_size`` of them and
-        ``max_batch_tokens`` (see :func:`~ratchet.engine.models.batching.token_batches`).
+        ``max_batch_tokens`` (see :func:`~ratchet.engine.models.packing.token_batches`).
         A prompt samples with its own seed (:func:`row_seeds`) from its own random stream, so
         a seeded prompt gets the same reply whatever batch it is in (up to the float rounding
         that other rows' padding brings).

@@ -1,4 +1,4 @@
-from ratchet.engine.models.batching import left_padded, token_batches
+from ratchet.engine.models.packing import left_padded, token_batches
 
 
 def test_token_batches_close_a_batch_at_its_row_or_token_limit() -> None:
