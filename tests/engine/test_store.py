@@ -87,6 +87,21 @@ def test_empty_database_file_is_migrated(tmp_path):
     assert schema_version(tmp_path) == SCHEMA_VERSION
 
 
+def test_a_store_opened_only_if_it_exists_leaves_an_empty_or_missing_file_alone(tmp_path):
+    with pytest.raises(StoreError, match="holds no ratchet store"):
+        Store(tmp_path / "none", create=False)
+    assert not (tmp_path / "none").exists()
+    (tmp_path / "ratchet.db").touch()
+    with pytest.raises(StoreError, match="holds no ratchet store"):
+        Store(tmp_path, create=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ratchet.db"]
+    assert (tmp_path / "ratchet.db").stat().st_size == 0
+    with Store(tmp_path) as store:
+        store.start_run("eval", {})
+    with Store(tmp_path, create=False) as store:
+        assert len(store.runs()) == 1
+
+
 def test_foreign_sqlite_database_is_refused_untouched(tmp_path):
     db = sqlite3.connect(tmp_path / "ratchet.db")
     db.execute("CREATE TABLE notes (text TEXT)")

@@ -11,7 +11,7 @@ from fakes import learning_model
 from ratchet.core.agent import Agent
 from ratchet.core.tool import ToolCall
 from ratchet.engine.harness import replay
-from ratchet.engine.store import Store
+from ratchet.engine.store import Store, StoreError
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.loop import improve
 from ratchet.report import ReportError, trajectory_page, write_report
@@ -218,6 +218,19 @@ def test_directories_that_are_not_finished_runs_get_a_clear_error(tmp_path: Path
     (tmp_path / "summary.json").write_text("{}")
     with pytest.raises(ReportError, match="not a ratchet run summary"):
         write_report(tmp_path)
+
+
+def test_an_empty_database_file_is_refused_and_left_empty(tmp_path: Path) -> None:
+    (tmp_path / "ratchet.db").touch()
+    with pytest.raises(StoreError, match="holds no ratchet store"):
+        write_report(tmp_path)
+    (tmp_path / "summary.json").write_text(
+        json.dumps({k: 1 for k in ("env", "base", "final", "final_version", "rounds", "run_id")})
+    )
+    with pytest.raises(StoreError, match="holds no ratchet store"):
+        write_report(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ratchet.db", "summary.json"]
+    assert (tmp_path / "ratchet.db").stat().st_size == 0
 
 
 @pytest.mark.slow

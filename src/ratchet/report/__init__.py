@@ -50,6 +50,8 @@ def write_report(run_dir: Path) -> Path:
     Raises:
         ReportError: If ``run_dir`` is not a run directory, or holds an unfinished
             improvement run, or its summary is malformed.
+        StoreError: If its ``ratchet.db`` is empty or not a usable ratchet store (left as it
+            was).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():

@@ -214,7 +214,7 @@ def load_improve(root: Path) -> ImproveRun:
     if not (root / DB_NAME).is_file():
         raise ReportError(f"{root} has a summary but no {DB_NAME}; copy the whole run directory")
     agents = _load_agents(root / AGENTS_DIR)
-    with Store(root) as store:
+    with Store(root, create=False) as store:
         run_id = str(summary["run_id"])
         test: dict[str, list[Stored]] = defaultdict(list)
         for stored in store.trajectories(run_id, split="test"):
@@ -237,7 +237,7 @@ def load_evals(root: Path) -> list[EvalRun]:
         raise ReportError(
             f"{root} is not a ratchet run directory: it has neither {SUMMARY_FILE} nor {DB_NAME}"
         )
-    with Store(root) as store:
+    with Store(root, create=False) as store:
         runs = store.runs()
         if not runs:
             raise ReportError(f"the store in {root} holds no runs")

@@ -8,7 +8,7 @@ from ratchet.engine.store.records import (
     RunStatus,
     StoreError,
 )
-from ratchet.engine.store.schema import SCHEMA_VERSION
+from ratchet.engine.store.schema import SCHEMA_VERSION, stored_version
 from ratchet.engine.store.store import DB_NAME, Store
 
 __all__ = [
@@ -21,4 +21,5 @@ __all__ = [
     "RunStatus",
     "Store",
     "StoreError",
+    "stored_version",
 ]

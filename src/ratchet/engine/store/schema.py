@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from pathlib import Path
 
@@ -86,6 +87,25 @@ def check_openable(db: sqlite3.Connection, path: Path) -> int:
     if version == 0 and db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
         raise StoreError(f"{path} is an SQLite database but not a ratchet store")
     return version
+
+
+def stored_version(path: Path) -> int:
+    """Return the schema version of the database at ``path``, reading it without writing to it.
+
+    Opening a store creates its schema; a reader that must not change a file it may refuse
+    (``ratchet report`` on an empty file) asks this first. 0 means no store was ever created in
+    the file (it is empty).
+
+    Raises:
+        StoreError: If the file cannot be read as an SQLite database, or :func:`check_openable`
+            refuses it.
+    """
+    try:
+        uri = f"{path.resolve().as_uri()}?mode=ro"
+        with contextlib.closing(sqlite3.connect(uri, uri=True)) as db:
+            return check_openable(db, path)
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path} is not a usable ratchet store: {exc}") from None
 
 
 def migrate(db: sqlite3.Connection, path: Path) -> None:

@@ -41,6 +41,7 @@ from ratchet.engine.store.records import (
     row_id,
     run_from_row,
 )
+from ratchet.engine.store.schema import stored_version
 
 DB_NAME = "ratchet.db"
 
@@ -55,16 +56,23 @@ class Store:
         root: The store directory; created with its database if missing.
             Kept as an absolute path in :attr:`root`.
         busy_timeout_s: How long to wait for another process's write to finish.
+        create: ``False`` opens only a store that already exists: a missing or empty database
+            file is refused untouched (opening one would write the schema into it).
 
     Raises:
-        StoreError: If the database was written by a newer ratchet, or is not a ratchet store.
+        StoreError: If the database was written by a newer ratchet, or is not a ratchet store,
+            or (with ``create=False``) holds no store yet.
     """
 
-    def __init__(self, root: Path | str, busy_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, root: Path | str, busy_timeout_s: float = 30.0, *, create: bool = True
+    ) -> None:
         self.root = Path(root).resolve()
         self.db_path = self.root / DB_NAME
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"store path {self.root} exists and is not a directory")
+        if not create and (not self.db_path.is_file() or stored_version(self.db_path) == 0):
+            raise StoreError(f"{self.db_path} holds no ratchet store")
         self.root.mkdir(parents=True, exist_ok=True)
         self._db = Database(self.db_path, busy_timeout_s)
 
