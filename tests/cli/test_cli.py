@@ -446,3 +446,18 @@ def test_improve_refuses_zero_rounds_before_any_model_loads(tmp_path, monkeypatc
     result = runner.invoke(app, ["improve", "calc", "--rounds", "0", "--out", str(tmp_path)])
     assert result.exit_code == 2 and "--rounds must be at least 1" in result.output
     assert "Traceback" not in result.output and not any(tmp_path.iterdir())
+
+
+def test_an_interrupted_improve_says_how_to_resume_and_exits_130(tmp_path, monkeypatch):
+    import ratchet.cli.improve as improve_cli
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(improve_cli, "run_improve", interrupted)
+    result = runner.invoke(
+        app, ["improve", "calc", "--model", "fake", "-q", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 130
+    assert "interrupted" in result.output and "--resume" in result.output
+    assert "Traceback" not in result.output

@@ -19,6 +19,7 @@ from ratchet.cli.options import (
     build_config,
     config_options,
     console,
+    errors,
     fail,
     load_env,
     load_model,
@@ -65,11 +66,11 @@ def improve(
         fail(f"--rounds must be at least 1 (a round practises, then gates); got {config.rounds}")
     backends = cached_backends(lambda spec, adapter: load_model(spec, base_url, adapter, threads))
     reflector = load_model(config.reflector, base_url, None, threads) if config.reflector else None
-    with (
-        ray_pool(ray, env_ref, ray_workers, ray_episodes, base_url, threads) as pool,
-        progress_bars(enabled=not quiet) as progress,
-    ):
-        try:
+    try:
+        with (
+            ray_pool(ray, env_ref, ray_workers, ray_episodes, base_url, threads) as pool,
+            progress_bars(enabled=not quiet) as progress,
+        ):
             summary = run_improve(
                 config,
                 env,
@@ -82,14 +83,21 @@ def improve(
                 trainer=lambda: _trainer(config, base_url),
                 pool=pool,
             )
-        except (ValueError, ModelError) as exc:
-            fail(str(exc))
+    except (ValueError, ModelError) as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        errors.print(
+            f"[bold yellow]interrupted:[/] every finished episode and round is kept in {out}; to "
+            "continue where the run stopped, run the same command again with --resume.",
+            highlight=False,
+        )
+        raise typer.Exit(130) from None
     _print_comparison(summary)
-    errors = summary["model_errors"]
-    if errors["count"]:
+    model_errors = summary["model_errors"]
+    if model_errors["count"]:
         console.print(
-            f"[yellow]warning:[/] {errors['count']} episodes ended on a model error; "
-            f"first: {errors['first']}",
+            f"[yellow]warning:[/] {model_errors['count']} episodes ended on a model error; "
+            f"first: {model_errors['first']}",
             highlight=False,
         )
     for name, reason in summary.get("accepted_findings", {}).items():
