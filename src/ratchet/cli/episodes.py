@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from ratchet.cli.display import progress_display
 from ratchet.cli.options import (
     EnvRef,
     Quiet,
@@ -40,7 +41,7 @@ from ratchet.engine.cluster import RayPool
 from ratchet.engine.export import to_dataset, write_jsonl
 from ratchet.engine.metrics import Metrics, summarize
 from ratchet.engine.models import Model, ModelError
-from ratchet.engine.rollout import RolloutConfig, progress_bars, rollout
+from ratchet.engine.rollout import RolloutConfig, rollout
 from ratchet.engine.store import DB_NAME, Store, StoreError
 from ratchet.engine.tokens import load_tokenizer
 
@@ -147,7 +148,7 @@ def _play(
     """
     env, config = plan.env, build_config(RolloutConfig, options)
     k, seed = plan.settings["k"], plan.settings["seed"]
-    with progress_bars(enabled=not quiet) as progress:
+    with progress_display(quiet) as progress:
         played: dict[str, Any] = {
             "k": k, "seed": seed, "skip": skip, "progress": progress,
             "on_trajectory": lambda t: store.add_trajectory(run_id, t),

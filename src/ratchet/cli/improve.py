@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from ratchet.cli.display import progress_display
 from ratchet.cli.options import (
     BaseUrl,
     EnvRef,
@@ -28,7 +29,6 @@ from ratchet.cli.options import (
 )
 from ratchet.cli.report import write_report
 from ratchet.engine.models import ModelError, Trainer, cached_backends, make_trainer
-from ratchet.engine.rollout import progress_bars
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.loop import improve as run_improve
 
@@ -69,7 +69,7 @@ def improve(
     try:
         with (
             ray_pool(ray, env_ref, ray_workers, ray_episodes, base_url, threads) as pool,
-            progress_bars(enabled=not quiet) as progress,
+            progress_display(quiet) as progress,
         ):
             summary = run_improve(
                 config,
