@@ -1,4 +1,5 @@
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -461,3 +462,18 @@ def test_an_interrupted_improve_says_how_to_resume_and_exits_130(tmp_path, monke
     assert result.exit_code == 130
     assert "interrupted" in result.output and "--resume" in result.output
     assert "Traceback" not in result.output
+
+
+def test_improve_help_groups_options_in_panels_with_full_flag_names():
+    from ratchet.cli.options import _leaves
+    from ratchet.improve.config import ImproveConfig
+
+    text = runner.invoke(app, ["improve", "--help"], env={"COLUMNS": "80"}).output
+    titles = re.findall(r"╭─ (\w+) ─", text)
+    assert titles == ["Arguments", "Options", "Run", "Budget", "Levers", "Gate", "Output",
+                      "Advanced"]  # fmt: skip
+    assert "…" not in text
+    for name, *_ in _leaves(ImproveConfig):
+        if name != "env":
+            assert f"--{name.replace('_', '-')} " in text, name
+    assert "task --train-k" in text and "train_k" not in text

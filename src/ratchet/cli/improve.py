@@ -32,15 +32,38 @@ from ratchet.engine.models import ModelError, Trainer, cached_backends, make_tra
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.loop import improve as run_improve
 
+PANELS = {
+    **dict.fromkeys(
+        ("model", "base_url", "threads", "max_difficulty", "explore", "seed", "temperature",
+         "experience", "resume"),
+        "Run",
+    ),
+    **dict.fromkeys(
+        ("rounds", "train_tasks", "train_k", "probe_tasks", "probe_k", "test_tasks", "test_k",
+         "concurrency", "max_reply_tokens", "max_turns", "max_episode_tokens", "timeout_s"),
+        "Budget",
+    ),
+    **dict.fromkeys(
+        ("levers", "reflector", "demos", "train_steps", "train_length_exponent", "learning_rate",
+         "beta", "chosen_nll_weight", "anchor_weight", "weights"),
+        "Levers",
+    ),
+    **dict.fromkeys(("alpha", "flip_budget", "retest_k", "probe_all_levels"), "Gate"),
+    **dict.fromkeys(("out", "quiet", "curve"), "Output"),
+}  # fmt: skip
+"""The ``--help`` panel of each option of ``ratchet improve``; the rest are under Advanced."""
 
-@with_options(config_options(ImproveConfig, exclude=("env",)))
+
+@with_options(config_options(ImproveConfig, exclude=("env",)), PANELS, "Advanced")
 def improve(
     env_ref: EnvRef,
     options: dict[str, Any],
     base_url: BaseUrl = None,
     threads: Threads = None,
     out: Annotated[Path, typer.Option(help="Run directory.")] = Path("runs/improve"),
-    resume: Annotated[bool, typer.Option(help="Continue the run in --out.")] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the run in --out (same options).")
+    ] = False,
     quiet: Quiet = False,
     ray: RayAddress = None,
     ray_workers: RayWorkers = 2,

@@ -9,19 +9,22 @@ the parsed values back into the dataclass. So the CLI never restates a default.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import functools
 import inspect
+import re
 import sqlite3
 import types
 import typing
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import docstring_parser
 import typer
 from rich.console import Console
+from typer.models import OptionInfo
 
 from ratchet.core.env import Env
 from ratchet.core.task import SPLITS, Split
@@ -141,15 +144,20 @@ def config_options(
         flags: Flags other than ``--field-name`` (e.g. ``{"n": "-n"}``).
     """
     parameters = []
-    for name, kind, default, help_text in _leaves(cls):
+    leaves = _leaves(cls)
+    flag_of = {
+        leaf[0]: (flags or {}).get(leaf[0], "--" + leaf[0].replace("_", "-")) for leaf in leaves
+    }
+    for name, kind, default, help_text in leaves:
         if name in exclude:
             continue
         default = (defaults or {}).get(name, default)
         if isinstance(default, tuple):
             default = ",".join(default)
-        flag = (flags or {}).get(name, "--" + name.replace("_", "-"))
-        if kind is bool and name not in (flags or {}):  # a switch both ways, whatever its default
-            flag = f"{flag}/--no-{flag[2:]}"
+        flag = flag_of[name]
+        help_text = _in_flags(help_text, flag_of)
+        if kind is bool and default is True and name not in (flags or {}):
+            flag = f"{flag}/--no-{flag[2:]}"  # an option that is on says how to turn it off
         option = typer.Option(flag, help=help_text, show_default=True)
         parameters.append(
             inspect.Parameter(
@@ -160,6 +168,19 @@ def config_options(
             )
         )
     return parameters
+
+
+def _in_flags(text: str, flag_of: Mapping[str, str]) -> str:
+    """``text`` naming settings by their flags: ``train_k`` becomes ``--train-k``.
+
+    Only names with an underscore are replaced; a one-word name (``model``, ``seed``) is also
+    an ordinary word.
+    """
+    names = sorted((name for name in flag_of if "_" in name), key=len, reverse=True)
+    if not names:
+        return text
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
+    return pattern.sub(lambda match: flag_of[match.group(1)], text)
 
 
 def build_config(cls: type[C], values: dict[str, Any], **fixed: Any) -> C:
@@ -201,17 +222,30 @@ def _rebuild(instance: Any, values: dict[str, Any]) -> Any:
     return dataclasses.replace(instance, **changes)
 
 
-def with_options(parameters: list[inspect.Parameter]) -> Callable[[F], F]:
+def with_options(
+    parameters: list[inspect.Parameter],
+    panels: Mapping[str, str] | None = None,
+    other_panel: str | None = None,
+) -> Callable[[F], F]:
     """Add ``parameters`` (from :func:`config_options`) to a command's signature.
 
     The command receives them in a keyword argument ``options`` (a dict), so its own code
     stays short whatever the config holds.
+
+    Args:
+        parameters: The options to add.
+        panels: The ``--help`` panel of each option, by parameter name (the command's own
+            options included); ``None``: one list of options.
+        other_panel: The panel of options ``panels`` does not name.
     """
 
     def decorate(command: F) -> F:
         signature = inspect.signature(command, eval_str=True)
         own = [p for p in signature.parameters.values() if p.name != "options"]
         names = {p.name for p in parameters}
+        everything = [*own, *parameters]
+        if panels is not None:
+            everything = _by_panel(everything, panels, other_panel)
 
         @functools.wraps(command)
         def wrapper(**kwargs: Any) -> Any:
@@ -219,11 +253,53 @@ def with_options(parameters: list[inspect.Parameter]) -> Callable[[F], F]:
             rest = {k: v for k, v in kwargs.items() if k not in names}
             return command(options=options, **rest)
 
-        wrapper.__signature__ = signature.replace(parameters=[*own, *parameters])  # type: ignore[attr-defined]
+        wrapper.__signature__ = signature.replace(parameters=everything)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {}
         return typing.cast(F, wrapper)
 
     return decorate
+
+
+def _by_panel(
+    parameters: list[inspect.Parameter], panels: Mapping[str, str], other_panel: str | None
+) -> list[inspect.Parameter]:
+    """Options placed in their panels and ordered as ``panels`` lists them; arguments first.
+
+    ``--help`` shows the panels in the order of their first option, so panels come in the
+    order ``panels`` first names them (``other_panel`` last), each option in its listed place.
+    """
+    order = list(dict.fromkeys([*panels.values(), other_panel]))
+    listed = list(panels)
+
+    def place(parameter: inspect.Parameter) -> tuple[int, int]:
+        if parameter.name in panels:
+            return order.index(panels[parameter.name]), listed.index(parameter.name)
+        return len(order) - 1, len(listed)
+
+    options = [p for p in parameters if _is_option(p)]
+    placed = [_in_panel(p, panels.get(p.name, other_panel)) for p in sorted(options, key=place)]
+    # Keyword-only, so that reordering them can never put a defaulted parameter before a
+    # positional one.
+    keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in placed]
+    return [p for p in parameters if not _is_option(p)] + keyword
+
+
+def _is_option(parameter: inspect.Parameter) -> bool:
+    """Whether a command parameter is declared as a typer option."""
+    if typing.get_origin(parameter.annotation) is not Annotated:
+        return False
+    return any(isinstance(e, OptionInfo) for e in typing.get_args(parameter.annotation)[1:])
+
+
+def _in_panel(parameter: inspect.Parameter, panel: str | None) -> inspect.Parameter:
+    """Option ``parameter`` shown in ``--help`` panel ``panel``."""
+    kind, *extras = typing.get_args(parameter.annotation)
+    # Shared option types (Quiet, Threads) are shared objects: place a copy.
+    placed = [copy.copy(e) if isinstance(e, OptionInfo) else e for e in extras]
+    for extra in placed:
+        if isinstance(extra, OptionInfo):
+            extra.rich_help_panel = panel
+    return parameter.replace(annotation=Annotated[(kind, *placed)])
 
 
 def friendly(command: F) -> F:
