@@ -149,9 +149,8 @@ def explore(
             picked = pick(strategies, task.difficulty, yields, rng)
             # A strategy that finds no node of its kind (nowhere to close) gives way to the others.
             for strategy in [picked, *(s for s in strategies if s != picked)]:
-                branch = _branch(
-                    task, sample, own, strategy, config, deterministic, reach, max_turns
-                )
+                branch = _branch(task, sample, own, strategy, config, deterministic, reach,
+                                 max_turns)  # fmt: skip
                 if branch is not None:
                     branches[task.id] = replace(branch, shared=shared)
                     break
@@ -171,9 +170,16 @@ def explore(
                 "deterministic, so exploration samples afresh instead of branching"
             )
     everything = _flat(episodes)
-    roots = [t for t in everything if first <= t.sample < first + k]
-    branched = [t for t in everything if t.sample >= first + k]
-    record = {
+    return Explored(everything, _record(everything, first, k, searched, deterministic))
+
+
+def _record(
+    episodes: list[Trajectory], first: int, k: int, searched: set[str], deterministic: bool
+) -> dict[str, Any]:
+    """The round's exploration record: roots passed, tasks searched and solved, the split."""
+    roots = [t for t in episodes if first <= t.sample < first + k]
+    branched = [t for t in episodes if t.sample >= first + k]
+    return {
         "roots": [sum(t.passed for t in roots), len(roots)],
         "searched": len(searched),
         "solved": len({t.task.id for t in branched if t.passed}),
@@ -181,7 +187,6 @@ def explore(
         "strategies": _by_strategy(tally(branched)),
         "deterministic": deterministic,
     }
-    return Explored(everything, record)
 
 
 def _branch(
