@@ -562,3 +562,8 @@ def test_the_summary_and_the_report_list_the_env_s_accepted_red_team_findings(tm
     assert summary["accepted_findings"] == {"red-team: huge answer": reason}
     page = write_report(tmp_path).read_text()
     assert "1 red-team finding(s) accepted knowingly" in page and reason in page
+
+
+def test_a_run_of_no_rounds_is_refused_before_anything_runs():
+    with pytest.raises(ValueError, match="--rounds must be at least 1"):
+        ImproveConfig(env="calc", rounds=0)

@@ -85,8 +85,6 @@ def improve(
     """
     env = load_env(env_ref)
     config = build_config(ImproveConfig, options, env=env_ref)
-    if config.rounds < 1:
-        fail(f"--rounds must be at least 1 (a round practises, then gates); got {config.rounds}")
     backends = cached_backends(lambda spec, adapter: load_model(spec, base_url, adapter, threads))
     reflector = load_model(config.reflector, base_url, None, threads) if config.reflector else None
     try:

@@ -123,11 +123,16 @@ class ImproveConfig:
         """Refuse settings that cannot work before any episode is played.
 
         Raises:
-            ValueError: If ``explore`` is not a mode of :data:`EXPLORE_MODES`,
-                ``train_length_exponent`` is outside 0-1, ``chosen_nll_weight`` or
-                ``anchor_weight`` is negative, or the demos lever is asked for with a source
-                that is neither ``oracle``, ``teacher`` (with a reflector) nor an existing file.
+            ValueError: If ``rounds`` is below 1, ``explore`` is not a mode of
+                :data:`EXPLORE_MODES`, ``train_length_exponent`` is outside 0-1,
+                ``chosen_nll_weight`` or ``anchor_weight`` is negative, or the demos lever is
+                asked for with a source that is neither ``oracle``, ``teacher`` (with a
+                reflector) nor an existing file.
         """
+        if self.rounds < 1:
+            raise ValueError(
+                f"--rounds must be at least 1 (a round practises, then gates); got {self.rounds}"
+            )
         if self.explore not in EXPLORE_MODES:
             raise ValueError(
                 f"--explore is one of {', '.join(EXPLORE_MODES)}, not {self.explore!r}"
