@@ -24,13 +24,14 @@ from ratchet.core.served import is_served
 from ratchet.core.task import Split, Task
 from ratchet.engine.cluster import RayPool
 from ratchet.engine.models import Backends, Model, Trainer, make_trainer
+from ratchet.improve import seeds
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.curriculum import CurriculumConfig, choose_tasks
 from ratchet.improve.experience import verified_experience
 from ratchet.improve.gate import decide_round, retests, round_alpha, unreachable, winner
 from ratchet.improve.hindsight import relabel_all
 from ratchet.improve.levers import Lever, make_levers
-from ratchet.improve.practice import PROBE_SEED, TEST_SEED, Practice, draw
+from ratchet.improve.practice import Practice, draw
 from ratchet.improve.rundir import RunDir
 from ratchet.improve.schedule import sits_out
 from ratchet.improve.summary import round_lines, round_record, summary
@@ -171,12 +172,13 @@ def _preflight(config: ImproveConfig, env: Env, candidates: int) -> None:
         raise ValueError(problem)
     # The probe may cover level 1 alone (only it open) or every level; test covers them all.
     sizes: list[tuple[Split, int, int, int]] = [
-        ("probe", config.probe_tasks, PROBE_SEED, top) for top in sorted({1, config.max_difficulty})
+        ("probe", config.probe_tasks, seeds.probe(config.seed), top)
+        for top in sorted({1, config.max_difficulty})
     ]
-    sizes.append(("test", config.test_tasks, TEST_SEED, config.max_difficulty))
+    sizes.append(("test", config.test_tasks, seeds.test(config.seed), config.max_difficulty))
     for split, n, seed, top in sizes:
         try:
-            draw(env, split, n, config.seed + seed, top)
+            draw(env, split, n, seed, top)
         except ValueError as exc:
             raise ValueError(f"cannot draw {n} {split} tasks: {exc}") from None
 
@@ -197,7 +199,7 @@ def _levers(config: ImproveConfig, levers: Sequence[Lever] | None) -> list[Lever
 def _curriculum(run: RunDir, env: Env, number: int) -> tuple[list[Task], dict[str, Any]]:
     config = run.config
     curriculum = CurriculumConfig(max_difficulty=config.max_difficulty)
-    seed = config.seed * 7919 + number
+    seed = seeds.curriculum(config.seed, number)
     # Recorded conversations are experience but not tasks: the env has no world to replay them.
     history = [t for t in run.experience if not is_served(t.task)]
     incumbent = run.incumbent().version

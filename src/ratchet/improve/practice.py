@@ -23,6 +23,7 @@ from ratchet.engine.cluster import RayPool
 from ratchet.engine.metrics import Metrics, summarize
 from ratchet.engine.models import Backends, Model, Trainer
 from ratchet.engine.rollout import Steer, rollout
+from ratchet.improve import seeds
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.explore import Explored, explore
 from ratchet.improve.frontier import SuccessRates, explore_temperatures
@@ -30,11 +31,6 @@ from ratchet.improve.gate import RETEST_FIRST_SAMPLE, Retest
 from ratchet.improve.levers.base import Lever, LeverContext, make_play
 from ratchet.improve.rundir import Propose, RunDir
 from ratchet.improve.schedule import SitsOut
-
-PROBE_SEED = 1_000
-TEST_SEED = 2_000
-LEVER_SEED = 3_000
-
 
 def levels(env: Env, n: int, max_difficulty: int) -> list[tuple[int, int]]:
     """``(level, count)``: ``n`` tasks spread evenly over difficulties ``1..max_difficulty``."""
@@ -105,7 +101,7 @@ class Practice:
         config, search = self.config, self.config.search
         k = config.train_k
         first = (number - 1) * (k + search.branches_per_task)
-        seed = config.seed + number
+        seed = seeds.practice(config.seed, number)
         mine = range(first, first + k + search.branches_per_task)
         history = [t for t in self.run.experience if t.sample not in mine]
         rates = SuccessRates.of_agent(history, agent.version)
@@ -160,7 +156,7 @@ class Practice:
 
     def _fresh_probe(self, top: int, used: dict[int, list[Task]]) -> Probe:
         """``probe_tasks`` tasks up to level ``top``, avoiding ``used`` ones where the split can."""
-        seed = self.config.seed + PROBE_SEED
+        seed = seeds.probe(self.config.seed)
         tasks: list[Task] = []
         reused: list[str] = []
         for level, count in levels(self.env, self.config.probe_tasks, top):
@@ -198,7 +194,7 @@ class Practice:
 
     def probe(self, agent: Agent, tasks: Sequence[Task]) -> list[Trajectory]:
         """``agent``'s episodes on probe tasks (same seeds for every agent: they pair up)."""
-        seed = self.config.seed + PROBE_SEED
+        seed = seeds.probe(self.config.seed)
         return self.play(agent, tasks, self.config.probe_k, seed, f"probe {agent.version}")
 
     def retest(
@@ -207,7 +203,7 @@ class Practice:
         """Both agents' retest episodes on the ``flipped`` probe tasks (paired, fresh seeds)."""
         wanted = set(flipped)
         tasks = [t for t in probe if t.id in wanted]
-        seed, k = self.config.seed + PROBE_SEED, self.config.gate.retest_k
+        seed, k = seeds.probe(self.config.seed), self.config.gate.retest_k
         before, after = (
             self.play(agent, tasks, k, seed, f"retest {agent.version}", RETEST_FIRST_SAMPLE)
             for agent in (incumbent, candidate)
@@ -216,12 +212,12 @@ class Practice:
 
     def test_tasks(self) -> list[Task]:
         """The held-out test tasks."""
-        seed = self.config.seed + TEST_SEED
+        seed = seeds.test(self.config.seed)
         return draw(self.env, "test", self.config.test_tasks, seed, self.config.max_difficulty)
 
     def test(self, agent: Agent, tasks: Sequence[Task]) -> Metrics:
         """``agent``'s test metrics (recorded with the run; never used for a decision)."""
-        seed = self.config.seed + TEST_SEED
+        seed = seeds.test(self.config.seed)
         tick = time.perf_counter()
         played = self.play(agent, tasks, self.config.test_k, seed, f"test {agent.version}")
         metrics = summarize(played, self.config.test_k, wall_s=time.perf_counter() - tick)
@@ -245,7 +241,7 @@ class Practice:
                 self.env,
                 model,
                 replace(self.config.rollout, budget=self.config.budget()),
-                seed=self.config.seed + LEVER_SEED + 7919 * number,
+                seed=seeds.lever_play(self.config.seed, number),
                 record=self.run.record,
                 progress=self.progress,
                 label=lever.name,
@@ -259,7 +255,7 @@ class Practice:
                 trainer=self.trainer(),
                 workdir=workdir,
                 version=version,
-                seed=self.config.seed + number,
+                seed=seeds.practice(self.config.seed, number),
                 progress=self.progress,
                 incumbent_dir=self.run.agent_dir(incumbent.version),
                 play=None if model is None else play,

@@ -22,6 +22,7 @@ from ratchet.core.trajectory import Exploration
 from ratchet.engine.harness import Policy, parse_action
 from ratchet.engine.models.base import Completion, Prompt
 from ratchet.engine.rollout import SteeredPolicy
+from ratchet.improve import seeds
 from ratchet.improve.explore.strategies import (
     FINISH_KEY,
     POLICY,
@@ -160,7 +161,7 @@ class _Branching:
             ),
             temperature=temperature,
             # The first attempt samples with the episode's own seed; a resample with another.
-            seed=None if attempt == 0 else (branch.draw * 7919 + turn * 31 + attempt) % 2**62,
+            seed=None if attempt == 0 else seeds.resample(branch.draw, turn, attempt),
         )
         return self.inner(prompt, turn)
 
