@@ -50,10 +50,6 @@ class World:
         """Record that a read showed ``kind`` of ``key`` (``"order"``, ``"#W1234567"``)."""
         self.shown.add(f"{kind}:{key}")
 
-    def has_shown(self, kind: str, key: str) -> bool:
-        """Whether a read of this session showed ``kind`` of ``key``."""
-        return f"{kind}:{key}" in self.shown
-
     def refuse(self, rule: str) -> ToolError:
         """Record a policy violation and return the error that reports it to the agent."""
         self.violations.append(rule)
