@@ -28,9 +28,10 @@ from ratchet.cli.options import (
     with_options,
 )
 from ratchet.cli.report import write_report
-from ratchet.engine.models import ModelError, Trainer, cached_backends, make_trainer
+from ratchet.engine.models import ModelError, cached_backends
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.loop import improve as run_improve
+from ratchet.improve.loop import weight_trainer
 
 PANELS = {
     **dict.fromkeys(
@@ -101,7 +102,7 @@ def improve(
                 reflector=reflector,
                 progress=progress,
                 log=lambda line: console.print(line, highlight=False),
-                trainer=lambda: _trainer(config, base_url),
+                trainer=lambda: weight_trainer(config, base_url),
                 pool=pool,
             )
     except (ValueError, ModelError) as exc:
@@ -129,14 +130,6 @@ def improve(
         )
     console.print(f"summary: {out / 'summary.json'}")
     console.print(f"report: {write_report(out)}")
-
-
-def _trainer(config: ImproveConfig, base_url: str | None) -> Trainer | None:
-    """The weight levers' trainer, or ``None`` where the model's weights are out of reach."""
-    try:
-        return make_trainer(config.model, config.weights, base_url)
-    except ValueError:
-        return None
 
 
 def _print_comparison(summary: dict[str, Any]) -> None:

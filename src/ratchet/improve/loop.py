@@ -80,7 +80,7 @@ def improve(
     _preflight(config, env, len(levers))
     with RunDir.open(out, config, resume=resume, log=log) as run:
         _check_alpha_left(run, len(levers))
-        trainers = trainer or (lambda: _trainer(config))
+        trainers = trainer or (lambda: weight_trainer(config))
         practice = Practice(run, env, backends, reflector, trainers, progress, pool)
         if config.experience is not None:
             _import_experience(run, config.experience, env, log)
@@ -210,8 +210,14 @@ def _curriculum(run: RunDir, env: Env, number: int) -> tuple[list[Task], dict[st
     return choice.tasks, choice.note
 
 
-def _trainer(config: ImproveConfig) -> Trainer | None:
+def weight_trainer(config: ImproveConfig, base_url: str | None = None) -> Trainer | None:
+    """The weight levers' trainer for ``config``'s model, or ``None`` where it cannot be trained.
+
+    Args:
+        config: The run's settings (its ``model`` and ``weights``).
+        base_url: A served model's server (default: ``OPENAI_BASE_URL``).
+    """
     try:
-        return make_trainer(config.model, config.weights)
+        return make_trainer(config.model, config.weights, base_url)
     except ValueError:
         return None
