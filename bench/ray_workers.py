@@ -61,13 +61,15 @@ env = SlowCalc()
 
 def rate(workers: int, per_worker: int, tasks: list[Task]) -> float:
     from ratchet.engine.cluster import RayConfig, RayPool
+    from ratchet.engine.request import RolloutRequest
 
     with RayPool(
         f"{__file__}:env", {}, RayConfig(workers=workers, episodes_per_worker=per_worker)
     ) as pool:
-        pool.rollout(env, tasks[:workers], Agent(version="oracle"))  # start and warm up
+        # Start and warm up the workers.
+        pool.rollout(RolloutRequest(env, tasks[:workers], Agent(version="oracle")))
         started = time.perf_counter()
-        played = pool.rollout(env, tasks, Agent(version="oracle"))
+        played = pool.rollout(RolloutRequest(env, tasks, Agent(version="oracle")))
         elapsed = time.perf_counter() - started
     assert all(t.passed for t in played)
     return len(tasks) / elapsed

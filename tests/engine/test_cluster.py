@@ -12,6 +12,7 @@ from typer.testing import CliRunner  # noqa: E402
 from ratchet.cli import app  # noqa: E402
 from ratchet.core.agent import Agent  # noqa: E402
 from ratchet.engine.cluster import RayConfig, RayPool  # noqa: E402
+from ratchet.engine.request import RolloutRequest  # noqa: E402
 from ratchet.engine.store import Store  # noqa: E402
 from ratchet.envs.registry import load_env_reference  # noqa: E402
 
@@ -80,7 +81,8 @@ def test_a_killed_worker_loses_no_episode_and_none_is_recorded_twice(tmp_path, c
             handed.append(trajectory)
             store.add_trajectory(run, trajectory)
 
-        played = pool.rollout(env, tasks, Agent(version="oracle"), k=2, on_trajectory=record)
+        oracle = Agent(version="oracle")
+        played = pool.rollout(RolloutRequest(env, tasks, oracle, k=2, on_trajectory=record))
         stored = store.trajectories(run)
         assert pool.deaths == 1 and len(pool.workers) == 2
     assert (tmp_path / "killed").exists()
@@ -94,7 +96,8 @@ def test_model_driven_episodes_build_their_backend_in_the_workers_and_resume(tmp
     env = load_env_reference("calc")
     tasks = env.tasks("train", 4, seed=1)
     with RayPool("calc", {}, RayConfig(2, 3)) as pool:
-        played = pool.rollout(env, tasks, Agent(model="fake"), skip={(tasks[0].id, 0)})
+        request = RolloutRequest(env, tasks, Agent(model="fake"), skip={(tasks[0].id, 0)})
+        played = pool.rollout(request)
     assert [t.task.id for t in played] == [t.id for t in tasks[1:]]
     assert all(t.model == "fake" and t.steps and not t.passed for t in played)
 

@@ -41,7 +41,8 @@ from ratchet.engine.cluster import RayPool
 from ratchet.engine.export import to_dataset, write_jsonl
 from ratchet.engine.metrics import Metrics, summarize
 from ratchet.engine.models import Model, ModelError
-from ratchet.engine.rollout import RolloutConfig, rollout
+from ratchet.engine.request import RolloutRequest
+from ratchet.engine.rollout import RolloutConfig
 from ratchet.engine.store import DB_NAME, Store, StoreError
 from ratchet.engine.tokens import load_tokenizer
 
@@ -149,17 +150,23 @@ def _play(
     env, config = plan.env, build_config(RolloutConfig, options)
     k, seed = plan.settings["k"], plan.settings["seed"]
     with progress_display(quiet) as progress:
-        played: dict[str, Any] = {
-            "k": k, "seed": seed, "skip": skip, "progress": progress,
-            "on_trajectory": lambda t: store.add_trajectory(run_id, t),
-            "description": f"{env.name}",
-        }  # fmt: skip
+        request = RolloutRequest(
+            env,
+            plan.tasks,
+            plan.agent,
+            config,
+            agent_dir=plan.directory,
+            k=k,
+            seed=seed,
+            skip=skip,
+            on_trajectory=lambda t: store.add_trajectory(run_id, t),
+            progress=progress,
+            description=env.name,
+        )
         try:
             if pool is not None:
-                return pool.rollout(
-                    env, plan.tasks, plan.agent, config, agent_dir=plan.directory, **played
-                )
-            return rollout(env, plan.tasks, plan.agent, plan.model, config, **played)
+                return pool.rollout(request)
+            return request.play(plan.model)
         except ModelError as exc:
             store.finish_run(run_id, "failed")
             fail(str(exc))

@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
-
-from rich.progress import Progress
 
 from ratchet.core.agent import Agent
 from ratchet.core.env import Env
@@ -32,9 +30,9 @@ from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.harness import crashed
 from ratchet.engine.models import Model, make_model
+from ratchet.engine.request import RolloutRequest
 from ratchet.engine.rollout import (
     RolloutConfig,
-    Steer,
     Steering,
     collect,
     episode_jobs,
@@ -165,40 +163,27 @@ class RayPool:
             self.env_ref, self.model_options
         )
 
-    def rollout(
-        self,
-        env: Env,
-        tasks: Iterable[Task],
-        agent: Agent,
-        config: RolloutConfig | None = None,
-        *,
-        agent_dir: Path | None = None,
-        k: int = 1,
-        seed: int = 0,
-        first_sample: int = 0,
-        skip: set[tuple[str, int]] | None = None,
-        on_trajectory: Callable[[Trajectory], object] | None = None,
-        progress: Progress | None = None,
-        description: str = "rollouts",
-        steer: Steer | None = None,
-    ) -> list[Trajectory]:
-        """Play every task ``k`` times on the workers and return the trajectories in task order.
+    def rollout(self, request: RolloutRequest) -> list[Trajectory]:
+        """Play ``request`` on the workers and return the trajectories in task order.
 
-        The arguments are :func:`~ratchet.engine.rollout.rollout`'s, except that the workers
-        build the model (from ``agent.model``, the adapter in ``agent_dir`` and the pool's
-        model options), ``config.concurrency`` gives way to the pool's sizes, and ``env`` is
-        only used to record an episode that kept losing its worker.
+        The workers build the model (from the agent's ``model``, the adapter in the request's
+        ``agent_dir`` and the pool's model options), the request's ``config.concurrency``
+        gives way to the pool's sizes, and its ``env`` is only used to record an episode that
+        kept losing its worker.
 
         Raises:
             ModelError: If every episode ended on a model error.
         """
-        config = config or RolloutConfig()
-        jobs = episode_jobs(tasks, k, first_sample, skip)
-        directory = None if agent_dir is None else str(agent_dir)
+        config = request.config or RolloutConfig()
+        jobs = episode_jobs(request.tasks, request.k, request.first_sample, request.skip)
+        directory = None if request.agent_dir is None else str(request.agent_dir)
+        steer = request.steer
         steerings = [None if steer is None else steer(t, s) for t, s in jobs]
-        play = (agent, directory, config, seed)
-        finished = self._stream(env, jobs, steerings, play)
-        return collect(finished, len(jobs), on_trajectory, progress, description)
+        play = (request.agent, directory, config, request.seed)
+        finished = self._stream(request.env, jobs, steerings, play)
+        return collect(
+            finished, len(jobs), request.on_trajectory, request.progress, request.description
+        )
 
     def _stream(
         self,

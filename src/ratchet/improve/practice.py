@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from rich.progress import Progress
 
@@ -22,7 +21,8 @@ from ratchet.core.trajectory import Trajectory
 from ratchet.engine.cluster import RayPool
 from ratchet.engine.metrics import Metrics, summarize
 from ratchet.engine.models import Backends, Model, Trainer
-from ratchet.engine.rollout import Steer, rollout
+from ratchet.engine.request import RolloutRequest
+from ratchet.engine.rollout import Steer
 from ratchet.improve import seeds
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.explore import Explored, explore
@@ -31,6 +31,7 @@ from ratchet.improve.gate import RETEST_FIRST_SAMPLE, Retest
 from ratchet.improve.levers.base import Lever, LeverContext, make_play
 from ratchet.improve.rundir import Propose, RunDir
 from ratchet.improve.schedule import SitsOut
+
 
 def levels(env: Env, n: int, max_difficulty: int) -> list[tuple[int, int]]:
     """``(level, count)``: ``n`` tasks spread evenly over difficulties ``1..max_difficulty``."""
@@ -284,24 +285,25 @@ class Practice:
         """Roll ``agent`` out on ``tasks`` (resuming), store every episode, return them all."""
         done = self.run.done(agent.version)
         config = replace(self.config.rollout, budget=self.config.budget())
-        options: dict[str, Any] = {
-            "k": k,
-            "seed": seed,
-            "first_sample": first,
-            "skip": done,
-            "on_trajectory": lambda t: self.run.record([t]),
-            "progress": self.progress,
-            "description": label,
-            "steer": steer,
-        }
+        request = RolloutRequest(
+            self.env,
+            tasks,
+            agent,
+            config,
+            agent_dir=self.run.agent_dir(agent.version),
+            k=k,
+            seed=seed,
+            first_sample=first,
+            skip=done,
+            on_trajectory=lambda t: self.run.record([t]),
+            progress=self.progress,
+            description=label,
+            steer=steer,
+        )
         if self.pool is not None:
-            directory = self.run.agent_dir(agent.version)
-            fresh = self.pool.rollout(
-                self.env, tasks, agent, config, agent_dir=directory, **options
-            )
+            fresh = self.pool.rollout(request)
         else:
-            model = None if agent.scripted else self.model(agent)
-            fresh = rollout(self.env, tasks, agent, model, config, **options)
+            fresh = request.play(None if agent.scripted else self.model(agent))
         wanted = {(t.id, s) for t in tasks for s in range(first, first + k)}
         if not done & wanted:
             return fresh
