@@ -36,10 +36,10 @@ import torch
 
 from ratchet.engine.models import Prompt, Sampling
 from ratchet.engine.models.base import offered_tools, row_seeds
+from ratchet.engine.models.checkpoints import embedded_model_file, load
 from ratchet.engine.models.constrain import tool_call_schema
 from ratchet.engine.models.local import LocalModel
 from ratchet.engine.models.lora import LORA_TARGETS
-from ratchet.engine.models.weights import embedded_model_file, load
 from ratchet.envs.registry import make_env
 
 ENVS = ("calc", "shop", "files", "code", "grid")

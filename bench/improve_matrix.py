@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet import ImproveConfig, cached_backends, improve, make_env
-from ratchet.core.records import from_dict, to_dict
+from ratchet.core.serialise import from_dict, to_dict
 from ratchet.core.stats import between_runs, wilson
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

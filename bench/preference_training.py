@@ -28,15 +28,15 @@ from unittest.mock import patch
 import torch
 from rich.progress import Progress
 
-import ratchet.engine.models.policy as policy
+import ratchet.engine.models.preference as preference
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import assistant_message
 from ratchet.engine.harness import replay
 from ratchet.engine.models.base import LoraSettings, Preference, Prompt
+from ratchet.engine.models.checkpoints import load
 from ratchet.engine.models.lora import lora_model, optimise
-from ratchet.engine.models.policy import Loss, PairExample, pair_example, train_dpo
+from ratchet.engine.models.preference import Loss, PairExample, pair_example, train_dpo
 from ratchet.engine.models.render import render_prompt
-from ratchet.engine.models.weights import load
 from ratchet.envs.calc import env
 
 
@@ -88,8 +88,8 @@ def own(examples: list[PairExample], settings: LoraSettings, out: Path) -> list[
         timer.tick()
         return result
 
-    # train_dpo calls policy's own binding of optimise, so that binding is the one replaced.
-    with patch.object(policy, "optimise", timed):
+    # train_dpo calls preference's own binding of optimise, so that binding is the one replaced.
+    with patch.object(preference, "optimise", timed):
         train_dpo(model, examples, out, settings)
     return timer.steps()
 

@@ -50,7 +50,7 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from ratchet.engine.models.weights import load
+    from ratchet.engine.models.checkpoints import load
 
     torch.set_num_threads(args.threads)
     env = load_env_reference(args.env)

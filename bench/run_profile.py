@@ -37,7 +37,7 @@ import ratchet.engine.harness as harness
 import ratchet.engine.models.constrain as constrain
 import ratchet.engine.models.decoding as decoding
 import ratchet.engine.models.local as local
-import ratchet.engine.models.policy as policy
+import ratchet.engine.models.preference as preference
 import ratchet.engine.models.training as training
 from ratchet.engine.models import cached_backends
 from ratchet.envs.registry import make_env
@@ -140,7 +140,7 @@ def _instrument_generation() -> None:
 
 
 def _instrument_training() -> None:
-    for module in (training, policy):
+    for module in (training, preference):
         original = module.optimise
 
         def optimise(

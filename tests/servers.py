@@ -14,7 +14,7 @@ from ratchet.core.agent import Agent
 from ratchet.engine.models.fake import FakeModel
 from ratchet.engine.store import Store
 from ratchet.serve.config import ServeConfig
-from ratchet.serve.memory import ServedMemory
+from ratchet.serve.conversations import ServedMemory
 from ratchet.serve.models import ServedModels
 from ratchet.serve.recorder import Recorder
 

@@ -3,7 +3,7 @@ from dataclasses import replace
 import pytest
 
 from ratchet.core.env import SimpleEnv, end_episode
-from ratchet.core.records import from_dict, to_dict
+from ratchet.core.serialise import from_dict, to_dict
 from ratchet.core.task import Task, TaskSpec
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Observation

@@ -1,5 +1,7 @@
 from dataclasses import replace
 
+import pytest
+
 from ratchet.core.served import SERVED_KEY, is_served
 from ratchet.core.task import TaskSpec, make_task
 
@@ -13,8 +15,10 @@ def test_only_a_task_keyed_as_a_recorded_conversation_is_served():
 def test_the_moved_names_still_import_from_their_old_modules():
     from ratchet.core import served, verdict
     from ratchet.envs.check import FORGED_CLAIM
-    from ratchet.serve.memory import is_served as old_is_served
     from ratchet.serve.recorder import SERVED_ENV
+
+    with pytest.warns(DeprecationWarning, match="ratchet.serve.conversations.is_served"):
+        from ratchet.serve.memory import is_served as old_is_served
 
     assert old_is_served is served.is_served
     assert SERVED_ENV == served.SERVED_ENV

@@ -1,6 +1,6 @@
 import pytest
 
-from ratchet.core.records import RecordError, from_dict, from_json, to_dict, to_json
+from ratchet.core.serialise import RecordError, from_dict, from_json, to_dict, to_json
 from ratchet.core.task import (
     SPLITS,
     Task,

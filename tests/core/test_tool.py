@@ -1,6 +1,6 @@
 import pytest
 
-from ratchet.core.records import from_dict, to_dict
+from ratchet.core.serialise import from_dict, to_dict
 from ratchet.core.tool import Tool, ToolCall, ToolError
 
 

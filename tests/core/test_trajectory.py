@@ -1,5 +1,5 @@
 from ratchet.core.agent import Agent
-from ratchet.core.records import from_json, to_json
+from ratchet.core.serialise import from_json, to_json
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.harness import replay

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from ratchet.core.agent import Agent
-from ratchet.core.records import to_dict
+from ratchet.core.serialise import to_dict
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.export import (

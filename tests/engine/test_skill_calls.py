@@ -2,7 +2,7 @@ import json
 
 from ratchet.core.agent import Agent
 from ratchet.core.memory import Skill, SkillStep
-from ratchet.core.records import from_json, to_json
+from ratchet.core.serialise import from_json, to_json
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Trajectory, tool_steps
 from ratchet.engine.harness import run_episode

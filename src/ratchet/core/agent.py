@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.core.memory import Exemplar, Insight, Skill
-from ratchet.core.records import RecordError, from_dict, to_dict
+from ratchet.core.serialise import RecordError, from_dict, to_dict
 
 AGENT_FILE = "agent.json"
 SCRIPTED_AGENTS = ("oracle", "null")

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ratchet.core.records import RecordError, from_dict, to_dict, to_json
+from ratchet.core.serialise import RecordError, from_dict, to_dict, to_json
 from ratchet.core.trajectory import Trajectory, generated_turns
 from ratchet.engine.tokens import token_ids
 

@@ -292,7 +292,7 @@ def player(
 
         steering = None if steer is None else steer(task, sample)
         steered = None if steering is None else steering.wrap(policy)
-        demos = index.select(task, agent.exemplars_per_task, agent.exemplar_token_budget)
+        exemplars = index.select(task, agent.exemplars_per_task, agent.exemplar_token_budget)
         skills = select_skills(agent.skills, task, agent.skills_per_task)
         played = run_episode(
             env,
@@ -300,7 +300,7 @@ def player(
             agent,
             steered or policy,
             config.budget,
-            demonstrations=demos,
+            demonstrations=exemplars,
             skills=skills,
             sample=sample,
             context=context,

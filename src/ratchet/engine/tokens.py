@@ -66,7 +66,7 @@ def load_tokenizer(spec: str) -> Any:
     """
     import transformers
 
-    from ratchet.engine.models.weights import converted_dir, embedded_model_file
+    from ratchet.engine.models.checkpoints import converted_dir, embedded_model_file
 
     try:
         path = embedded_model_file() if spec == "local" else Path(spec).expanduser()

@@ -28,7 +28,7 @@ from ratchet.core.env import (
     draw_tasks,
     problem_key_of,
 )
-from ratchet.core.records import to_dict
+from ratchet.core.serialise import to_dict
 from ratchet.core.task import SPLITS, Split, Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Trajectory

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.core.agent import Agent, load_agent
-from ratchet.core.records import RecordError, from_dict, to_dict
+from ratchet.core.serialise import RecordError, from_dict, to_dict
 from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.store import DB_NAME, Store

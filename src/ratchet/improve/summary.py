@@ -7,7 +7,7 @@ from typing import Any
 
 from ratchet.core.agent import Agent
 from ratchet.core.env import Env, accepted_findings_of
-from ratchet.core.records import to_dict
+from ratchet.core.serialise import to_dict
 from ratchet.core.trajectory import Trajectory
 from ratchet.improve.gate import GateDecision
 from ratchet.improve.hindsight import Relabelled

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from ratchet.core.env import Env
-from ratchet.core.records import from_json, to_json
+from ratchet.core.serialise import from_json, to_json
 from ratchet.core.task import Split, Task
 from ratchet.core.tool import ToolCall
 

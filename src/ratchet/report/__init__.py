@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from ratchet.core.agent import AGENT_FILE, Agent
-from ratchet.core.records import from_dict
+from ratchet.core.serialise import from_dict
 from ratchet.improve.rundir import AGENTS_DIR
 from ratchet.report.data import (
     ReportError,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.core.agent import AGENT_FILE, Agent
-from ratchet.core.records import from_dict
+from ratchet.core.serialise import from_dict
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.metrics import Metrics, summarize
 from ratchet.engine.store import DB_NAME, Run, Store

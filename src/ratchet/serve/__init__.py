@@ -2,7 +2,7 @@
 
 An application gets the improved agent by changing its base URL: the server applies the
 agent's memory to every incoming conversation the way the harness does in episodes
-(:mod:`ratchet.serve.memory`), decodes with the agent's backend (batched across concurrent
+(:mod:`ratchet.serve.conversations`), decodes with the agent's backend (batched across concurrent
 requests for a local model, constrained to valid tool calls), records each conversation in a
 store as an unverified trajectory and attaches a verdict when the application reports one
 (:mod:`ratchet.serve.recorder`); ``ratchet improve --experience STORE`` learns from it.

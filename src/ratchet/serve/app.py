@@ -34,8 +34,8 @@ from ratchet.engine.cancel import Abandoned, GenerationAbandoned
 from ratchet.engine.harness import parse_action
 from ratchet.engine.models.base import Completion, ModelError, Prompt, Sampling
 from ratchet.serve.config import ServeConfig
+from ratchet.serve.conversations import ServedMemory
 from ratchet.serve.guard import Guard, client_of
-from ratchet.serve.memory import ServedMemory
 from ratchet.serve.metrics import CONTENT_TYPE, Counted, Metrics
 from ratchet.serve.models import Served as ServedModel
 from ratchet.serve.models import ServedModels

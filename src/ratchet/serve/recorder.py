@@ -46,7 +46,7 @@ from ratchet.core.trajectory import Observation, Step, TokenTrace, Trajectory
 from ratchet.core.verdict import Verdict
 from ratchet.engine.models.base import Completion
 from ratchet.engine.store import Store
-from ratchet.serve.memory import content_text, first_user_text
+from ratchet.serve.conversations import content_text, first_user_text
 
 _CONVERSATION_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _REMEMBERED = 100_000

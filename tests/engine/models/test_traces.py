@@ -47,13 +47,13 @@ def test_given_and_failed_turns_are_context_and_untraced_episodes_fall_back_to_t
 
 
 def test_sft_trains_on_recorded_ids_where_present_and_on_text_elsewhere(monkeypatch, tmp_path):
+    import ratchet.engine.models.checkpoints as checkpoints
     import ratchet.engine.models.training as training
-    import ratchet.engine.models.weights as weights
     from ratchet.core.trajectory import assistant_message
     from ratchet.engine.models.base import LoraSettings
 
     trained = []
-    monkeypatch.setattr(weights, "load", lambda path: (object(), CharTokenizer()))
+    monkeypatch.setattr(checkpoints, "load", lambda path: (object(), CharTokenizer()))
     monkeypatch.setattr(
         training, "train_lora", lambda model, tok, examples, *rest: trained.extend(examples) or []
     )

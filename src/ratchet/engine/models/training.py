@@ -6,7 +6,7 @@ are -100 elsewhere, the convention transformers' loss and TRL's ``assistant_mask
 SFT trains on an episode's recorded token ids instead, when every turn it learns carries them
 for this model (recorded traffic of ``ratchet serve``, see :func:`.lora.traced_examples`).
 Every SFT call trains a fresh peft LoRA adapter from the base weights, as in expert iteration,
-so adapters never compound drift; DPO and GRPO (:mod:`ratchet.engine.models.policy`) continue
+so adapters never compound drift; DPO and GRPO (:mod:`ratchet.engine.models.preference`) continue
 the incumbent's adapter instead, since their losses are defined relative to it.
 
 The optimisation loop is the plain masked-LM loop rather than TRL's ``SFTTrainer``: on CPU the
@@ -33,7 +33,7 @@ from ratchet.engine.models.lora import (
     to_example,
     traced_examples,
 )
-from ratchet.engine.models.policy import DPO, GRPO, Objective, Sequence_, token_logps
+from ratchet.engine.models.preference import DPO, GRPO, Objective, Sequence_, token_logps
 from ratchet.engine.models.render import Render, render_prompt
 
 __all__ = [
@@ -149,7 +149,7 @@ class LocalTrainer:
         """
         import torch
 
-        from ratchet.engine.models.weights import load
+        from ratchet.engine.models.checkpoints import load
 
         model, tokenizer = load(self.path)
         examples = [e for item in data for e in tokenize(tokenizer, item, settings.max_tokens)]

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ratchet.core.records import from_json, to_json
+from ratchet.core.serialise import from_json, to_json
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.store.connection import Database
 from ratchet.engine.store.records import (

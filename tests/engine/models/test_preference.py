@@ -11,7 +11,7 @@ from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Observation, Step, Trajectory, assistant_message, tool_message
 from ratchet.engine.models.base import LoraSettings, Preference, Scored
 from ratchet.engine.models.lora import Example
-from ratchet.engine.models.policy import (
+from ratchet.engine.models.preference import (
     DPO,
     PairExample,
     ScoredExample,

@@ -4,7 +4,7 @@ import pytest
 
 
 def test_cache_root_follows_ratchet_cache_then_xdg(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ratchet.engine.models.weights import cache_root
+    from ratchet.engine.models.checkpoints import cache_root
 
     monkeypatch.setenv("XDG_CACHE_HOME", "/xdg")
     monkeypatch.delenv("RATCHET_CACHE", raising=False)
@@ -27,7 +27,7 @@ def test_weights_are_bf16_only_where_the_hardware_computes_it(
 ) -> None:
     import torch
 
-    from ratchet.engine.models.weights import default_dtype
+    from ratchet.engine.models.checkpoints import default_dtype
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
@@ -35,7 +35,7 @@ def test_weights_are_bf16_only_where_the_hardware_computes_it(
 
 
 def test_embedded_model_file_is_found_in_the_installed_wheel() -> None:
-    from ratchet.engine.models.weights import EMBEDDED_FILE, embedded_model_file
+    from ratchet.engine.models.checkpoints import EMBEDDED_FILE, embedded_model_file
 
     path = embedded_model_file()
     assert path.name == EMBEDDED_FILE
@@ -50,7 +50,7 @@ def test_gguf_conversion_is_cached_and_adapters_load(
     import peft
     import torch
 
-    from ratchet.engine.models.weights import converted_dir, embedded_model_file, load
+    from ratchet.engine.models.checkpoints import converted_dir, embedded_model_file, load
 
     monkeypatch.setenv("RATCHET_CACHE", str(tmp_path / "cache"))
     model, _ = load()
