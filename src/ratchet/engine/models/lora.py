@@ -159,18 +159,61 @@ def lora_model(model: Any, settings: LoraSettings, start: Path | None = None) ->
     return trainable
 
 
+OnMicroBatch = Callable[[int, int], None]
+"""``on_micro_batch(step, done)``: ``done`` micro-batches of step ``step`` (both from 1) are
+backpropagated; a step of long episodes takes minutes, and this is how it shows it is alive."""
+
+
+class _TrainingBar:
+    """The training bar: steps as its count, micro-batches and the last loss as its label.
+
+    For example ``training (batch 5/16, loss 0.412)`` beside ``3/30``.
+    """
+
+    def __init__(self, progress: Progress, label: str, steps: int, micro_batches: int | None):
+        self.progress, self.label, self.micro_batches = progress, label, micro_batches
+        self.bar = progress.add_task(label, total=steps)
+        self.loss: float | None = None
+
+    def micro_batch(self, done: int) -> None:
+        total = self.micro_batches
+        batch = f"batch {done}" if total is None else f"batch {min(done, total)}/{total}"
+        self._describe(batch)
+
+    def stepped(self, loss: float) -> None:
+        self.loss = loss
+        self._describe(None, advance=1)
+
+    def _describe(self, batch: str | None, advance: int = 0) -> None:
+        parts = [p for p in (batch, None if self.loss is None else f"loss {self.loss:.3f}") if p]
+        suffix = f" ({', '.join(parts)})" if parts else ""
+        self.progress.update(self.bar, advance=advance, description=self.label + suffix)
+
+
 def optimise(
     trainable: Any,
     loss: Callable[[int], Any],
     settings: LoraSettings,
     progress: Progress | None = None,
     label: str = "training",
+    micro_batches: int | None = None,
+    on_micro_batch: OnMicroBatch | None = None,
 ) -> list[float]:
     """Run ``settings.steps`` AdamW steps on ``loss(step)`` and return the loss of each.
 
     ``loss(step)`` returns the step's loss tensor, or an iterable of parts that sum to it:
     each part is backpropagated as it comes, so only one part's activations live at a time.
     Cosine schedule with a 10% warm-up, gradients clipped to norm 1.
+
+    Args:
+        trainable: The model whose trainable parameters are optimised.
+        loss: The step's loss, or its parts (micro-batches).
+        settings: Steps and learning rate.
+        progress: Progress display to add the training bar to, or ``None``.
+        label: The bar's label.
+        micro_batches: Parts a step's loss comes in, shown as the bar's ``batch N/M``
+            (``None``: not known, shown as ``batch N``).
+        on_micro_batch: Called after each part's backward pass, beside the bar.
     """
     import torch
     import transformers
@@ -181,18 +224,23 @@ def optimise(
         optimizer, max(1, settings.steps // 10), settings.steps
     )
     losses: list[float] = []
-    bar = progress.add_task(label, total=settings.steps) if progress else None
-    for step in range(settings.steps):
-        value = loss(step)
+    bar = None if progress is None else _TrainingBar(progress, label, settings.steps, micro_batches)
+    for step in range(1, settings.steps + 1):
+        value = loss(step - 1)
         total = 0.0
-        for part in [value] if isinstance(value, torch.Tensor) else value:
+        parts = [value] if isinstance(value, torch.Tensor) else value
+        for done, part in enumerate(parts, start=1):
             part.backward()
             total += float(part.detach())
+            if bar is not None:
+                bar.micro_batch(done)
+            if on_micro_batch is not None:
+                on_micro_batch(step, done)
         torch.nn.utils.clip_grad_norm_(parameters, 1.0)
         optimizer.step()
         schedule.step()
         optimizer.zero_grad()
         losses.append(total)
-        if progress is not None and bar is not None:
-            progress.update(bar, advance=1, description=f"{label} (loss {losses[-1]:.3f})")
+        if bar is not None:
+            bar.stepped(total)
     return losses

@@ -213,12 +213,15 @@ class Objective(Generic[D, E]):
             computed then).
         usable: Whether tokenised items leave something to train on (default: any at all);
             DPO's anchors alone do not.
+        micro_batches: ``micro_batches(examples, settings)``: the parts a step's loss comes in,
+            for the progress bar (default: ``settings.batch_size``, an item at a time).
     """
 
     label: str
     tokenize: Callable[[Any, D, int, Render], E | None]
     loss: Callable[[Sequence[E], LoraSettings, Any, random.Random], Loss]
     usable: Callable[[Sequence[E]], bool] = bool
+    micro_batches: Callable[[Sequence[E], LoraSettings], int] = lambda _, s: s.batch_size
 
     def train(
         self,
@@ -242,7 +245,8 @@ class Objective(Generic[D, E]):
         """
         trainable = lora_model(model, settings, start)
         loss = self.loss(examples, settings, trainable, random.Random(settings.seed))
-        losses = optimise(trainable, loss, settings, progress, self.label)
+        parts = self.micro_batches(examples, settings)
+        losses = optimise(trainable, loss, settings, progress, self.label, parts)
         trainable.save_pretrained(str(out))
         return losses
 
@@ -285,6 +289,12 @@ def _has_pair(examples: Sequence[PairExample | Example]) -> bool:
     return any(isinstance(e, PairExample) for e in examples)
 
 
+def _dpo_micro_batches(examples: Sequence[PairExample | Example], settings: LoraSettings) -> int:
+    """A step's pairs, then as many anchors where there are any (see ``_dpo_loss``)."""
+    anchored = settings.anchor_weight and any(isinstance(e, Example) for e in examples)
+    return settings.batch_size * (2 if anchored else 1)
+
+
 def _grpo_loss(
     examples: Sequence[ScoredExample], settings: LoraSettings, trainable: Any, rng: random.Random
 ) -> Loss:
@@ -309,7 +319,7 @@ def _grpo_loss(
 
 
 DPO: Objective[Preference | Trajectory, PairExample | Example] = Objective(
-    "training (dpo)", pair_or_anchor_example, _dpo_loss, _has_pair
+    "training (dpo)", pair_or_anchor_example, _dpo_loss, _has_pair, _dpo_micro_batches
 )
 """DPO on preference pairs, with verified episodes as anchors (see the module)."""
 

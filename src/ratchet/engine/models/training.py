@@ -217,7 +217,7 @@ def train_lora(
         sequences = [(e.input_ids, e.assistant_masks) for e in batch]
         yield from summed_logp_parts(trainable, sequences, -1.0 / predicted, pad_id)
 
-    losses = optimise(trainable, loss, settings, progress, "training")
+    losses = optimise(trainable, loss, settings, progress, "training", settings.batch_size)
     trainable.save_pretrained(str(out))
     return losses
 
