@@ -1,4 +1,4 @@
-from ratchet.improve.schedule import sits_out
+from ratchet.improve.schedule import sits_out, sitting_out
 
 
 def record(number, *candidates):
@@ -37,3 +37,21 @@ def test_a_gain_or_a_tie_between_losses_resets_the_count():
     rounds = [record(1, ("rft", "v1", -0.1)), record(2, ("rft", "v2", 0.0))]
     assert sits_out(rounds, "rft") is None
     assert sits_out([], "rft") is None
+
+
+def test_when_every_lever_would_sit_out_the_ones_out_for_one_round_propose():
+    rounds = [
+        record(1, ("rft", "v1", -0.1), ("exemplars", "v2", -0.2)),
+        record(2, ("rft", "v3", -0.04), ("exemplars", None, 0.0)),
+    ]
+    # exemplars lost once and sat out once: it is back; rft lost twice: out for the run.
+    assert sitting_out(rounds, ["rft", "exemplars"]) == {
+        "rft": sits_out(rounds, "rft"),
+        "exemplars": None,
+    }
+    both_lost = [record(1, ("rft", "v1", -0.04), ("exemplars", "v2", -0.3))]
+    assert sitting_out(both_lost, ["rft", "exemplars"]) == {"rft": None, "exemplars": None}
+    one_lost = [record(1, ("rft", "v1", 0.2), ("exemplars", "v2", -0.3))]
+    assert sitting_out(one_lost, ["rft", "exemplars"])["exemplars"] is not None
+    for_good = [record(1, ("rft", "v1", -0.1)), record(2, ("rft", "v2", -0.1))]
+    assert sitting_out(for_good, ["rft"])["rft"] is not None

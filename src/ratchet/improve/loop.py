@@ -33,7 +33,7 @@ from ratchet.improve.hindsight import relabel_all
 from ratchet.improve.levers import Lever, make_levers
 from ratchet.improve.practice import Practice, draw
 from ratchet.improve.rundir import RunDir
-from ratchet.improve.schedule import sits_out
+from ratchet.improve.schedule import sitting_out
 from ratchet.improve.summary import round_lines, round_record, summary
 
 Log = Callable[[str], None]
@@ -113,8 +113,9 @@ def _round(
     run.record(learned.successes)
     # Propose: every lever turns the experience so far into at most one candidate.
     candidates = []
+    out = sitting_out(run.rounds, [lever.name for lever in levers])
     for lever in levers:
-        propose = practice.proposal(lever, incumbent, number, sits_out(run.rounds, lever.name))
+        propose = practice.proposal(lever, incumbent, number, out[lever.name])
         if (candidate := run.candidate(number, lever.name, incumbent, propose)) is not None:
             candidates.append(candidate)
     # Gate: all candidates against the incumbent on this round's fresh probe sample.

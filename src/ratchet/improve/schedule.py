@@ -5,8 +5,12 @@ of the round's false-accept budget (the gate splits alpha among a round's candid
 whose candidate lost probe points to the incumbent (the exemplars lever stacked on an adapter
 trained without them lost 33 points on grid and all 24 probe tasks on an outside arithmetic
 dataset) sits out the next round; one whose last two candidates both lost proposes no more in
-the run. The reason is recorded in the round's candidates like a lever's own "nothing to
-propose". Everything is read from the completed rounds' records, so a resumed run decides alike.
+the run. A round is never left without a candidate by one-round losses alone: when every
+lever would sit out, those that lost only their last candidate propose after all (grid's rft,
+down one probe task of 24 in round 2, left round 3 with no candidate while its search had found
+level-2 successes). The reason is recorded in the round's candidates like a lever's own
+"nothing to propose". Everything is read from the completed rounds' records, so a resumed run
+decides alike.
 """
 
 from __future__ import annotations
@@ -52,3 +56,18 @@ def sits_out(rounds: Sequence[dict[str, Any]], lever: str) -> str | None:
             f"{-100 * candidate['probe_gain']:.0f} probe points"
         )
     return None
+
+
+def sitting_out(rounds: Sequence[dict[str, Any]], levers: Sequence[str]) -> dict[str, str | None]:
+    """Why each of ``levers`` proposes nothing in the next round (``None``: it proposes).
+
+    As :func:`sits_out` for each lever, except that when every lever would sit out, the ones
+    out for this round only propose: a round with no candidate learns nothing from its practice.
+    """
+    reasons = {lever: sits_out(rounds, lever) for lever in levers}
+    if levers and all(reason is not None for reason in reasons.values()):
+        reasons = {
+            lever: reason if reason is not None and "rest of the run" in reason else None
+            for lever, reason in reasons.items()
+        }
+    return reasons
