@@ -23,23 +23,11 @@ from ratchet.engine.rollout import RolloutConfig, Steer, rollout
 
 @dataclass(frozen=True)
 class RolloutRequest:
-    """Every task of a batch played ``k`` times by one agent (see :func:`~.rollout.rollout`).
+    """Every task of a batch played ``k`` times by one agent.
 
-    Attributes:
-        env: The env the tasks come from.
-        tasks: Tasks to play.
-        agent: The agent; ``oracle`` and ``null`` run without a model.
-        config: Concurrency, reply cap and budgets (``None``: the defaults).
-        agent_dir: The agent's directory (its adapter), where workers build its model from.
-        k: Samples per task.
-        seed: Base sampling seed; each episode derives its own from it, its task and sample.
-        first_sample: Number the samples from here (so repeated rounds on a task stay distinct).
-        skip: ``(task_id, sample)`` pairs already done (for resume).
-        on_trajectory: Called with each trajectory, in task order, once it and every earlier
-            one are finished.
-        progress: A rich progress display to add a bar to; ``None`` shows none.
-        description: Label for the progress bar.
-        steer: ``steer(task, sample)``: how each episode explores; ``None``: the agent as it is.
+    The fields are :func:`~ratchet.engine.rollout.rollout`'s arguments of the same names, but
+    for the model, which the player supplies, and ``agent_dir``: the agent's directory (its
+    adapter), where Ray workers build its model from.
     """
 
     env: Env
