@@ -290,9 +290,12 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
         for seed in REPORTING_SEEDS
         if not any(r["env"] == env and r["seed"] == seed for r in headline)
     ]
+    stopped = [_unfinished(out / f"{name.replace(' seed ', '-seed')}") for name in missing]
+    if any(stopped):
+        lines += ["", *(f"- {line}" for line in stopped if line)]
     if missing:
-        lines += ["", f"Not run: {', '.join(missing)}. A target on fewer than three seeds is "
-                  "not met, whatever its number."]  # fmt: skip
+        lines += ["", f"Not finished: {', '.join(missing)}. A target on fewer than three seeds "
+                  "is not met, whatever its number."]  # fmt: skip
     lines += ["", "### Per level", "", "Test pass@1 by level, base -> final, per run:", "",
               "| env | seed | " + " | ".join(f"L{n}" for n in (1, 2, 3)) + " |",
               "|---|---|---|---|---|"]  # fmt: skip
@@ -325,6 +328,23 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
     lines += [f"- {r['env']} (seed {r.get('seed', 0)}): `{r['command']}`"
               for r in headline + development + history]  # fmt: skip
     (DOCS / "results.md").write_text("\n".join(lines) + "\n")
+
+
+def _unfinished(directory: Path) -> str:
+    """What a started but unfinished run got to (its minutes, round, tokens); "" if none."""
+    state_file = directory / "state.json"
+    if not state_file.exists():
+        return ""
+    state = json.loads(state_file.read_text())
+    started = (directory / "agents" / "base").stat().st_mtime
+    last = max(path.stat().st_mtime for path in directory.rglob("*"))
+    minutes = (last - started) / 60
+    over = f" (over the {BUDGET_MINUTES}-minute budget)" if minutes > BUDGET_MINUTES else ""
+    return (
+        f"{directory.name.replace('-seed', ' seed ')}: stopped unfinished after about "
+        f"{minutes:.0f} minutes{over}, in round {len(state['rounds']) + 1}, having used "
+        f"{state['tokens']:,} tokens; not rerun."
+    )
 
 
 def _headline_row(env: str, group: list[dict[str, Any]]) -> str:
