@@ -1,5 +1,6 @@
 """`make demo` continues an interrupted demo; `make demo-fresh` starts over (dry runs only)."""
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,8 +16,12 @@ def dry_run(folder: Path, target: str) -> str:
     shutil.copy(ROOT / "Makefile", folder / "Makefile")
     shutil.copy(ROOT / "pyproject.toml", folder / "pyproject.toml")
     # -o: take the virtualenv as built, so only the target's own commands are printed.
-    command = ["make", "-n", "-o", ".venv/.installed-stamp", target]
-    return subprocess.run(command, cwd=folder, capture_output=True, text=True, check=True).stdout
+    command = ["make", "-n", "--no-print-directory", "-o", ".venv/.installed-stamp", target]
+    # Run under `make test` too: the outer make's flags would otherwise reach this one.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    return subprocess.run(
+        command, cwd=folder, env=env, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def test_make_demo_starts_a_demo_then_resumes_the_one_it_started(tmp_path):
