@@ -1,6 +1,6 @@
 """A small help desk as an MCP server (official ``mcp`` SDK): assign, close, reprioritise.
 
-Run it over stdio (``python helpdesk_mcp.py``), as ``examples/mcp_forge.py`` does, or over
+Run it over stdio (``python helpdesk_mcp.py``), as ``examples/helpdesk_forge.py`` does, or over
 streamable HTTP (``python helpdesk_mcp.py --http 8000``, endpoint ``/mcp``). Each MCP session
 has its own desk. ``board`` (the whole state, as JSON) and ``load`` (replace the tickets) are
 for a harness, not for the agent: ``ratchet forge`` hides them, reads the state with ``board``

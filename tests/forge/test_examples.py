@@ -37,7 +37,7 @@ def test_the_library_example_forges_an_env_that_passes_check(tmp_path):
 @pytest.mark.slow
 def test_the_mcp_example_forges_an_env_that_passes_check(tmp_path):
     config = ForgeConfig(max_difficulty=2, tasks_per_level=40, check_tasks=10, split_draws=60)
-    forged = forge_tools(f"{EXAMPLES / 'mcp_forge.py'}:source", tmp_path / "helpdesk", config)
+    forged = forge_tools(f"{EXAMPLES / 'helpdesk_forge.py'}:source", tmp_path / "helpdesk", config)
     assert forged.report.passed, forged.report.text()
     assert "board" not in forged.record["reads"] + forged.record["writes"]
     assert any(name.endswith("helpdesk_mcp.py") for name in forged.record["pins"])

@@ -5,7 +5,7 @@ The server (``servers/helpdesk_mcp.py``, official ``mcp`` SDK) has seven tools f
 world through ``load``, walks the agent's tools at random, and verifies a task by comparing
 ``board`` after the episode with ``board`` after the walk's replay:
 
-    ratchet forge examples/mcp_forge.py:source --out forged/helpdesk
+    ratchet forge examples/helpdesk_forge.py:source --out forged/helpdesk
     ratchet check forged/helpdesk/env.py:env
 """
 
