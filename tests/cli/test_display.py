@@ -16,7 +16,7 @@ def test_each_distinct_warning_is_logged_once_as_one_line_naming_its_package():
         warnings.simplefilter("always")
         warn("`is_gradient_checkpointing` is deprecated\nand will be removed")
         warn("`is_gradient_checkpointing` is deprecated\nand will be removed", lineno=9)
-        warn("[bold]not markup[/bold]", UserWarning, "/work/scripts/helper.py")
+        warn("[bold]not markup[/bold]", UserWarning, "/opt/scripts/helper.py")
     assert lines == [
         "[yellow]warning[/] (transformers): `is_gradient_checkpointing` is deprecated and will "
         "be removed",
