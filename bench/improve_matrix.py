@@ -349,10 +349,10 @@ def _unfinished(directory: Path) -> str:
 
 def _headline_row(env: str, group: list[dict[str, Any]]) -> str:
     """One env's pooled headline: rates, gain, levels, and each target met or missed."""
-    n = sum(r["final"]["n"] for r in group)
-    base = sum(r["base"]["pass@1"] * r["base"]["n"] for r in group) / n
-    final = sum(r["final"]["pass@1"] * r["final"]["n"] for r in group) / n
-    separated = wilson(round(final * n), n).low > wilson(round(base * n), n).high
+    base_passes, base_n = _pooled_passes(group, "base")
+    final_passes, final_n = _pooled_passes(group, "final")
+    base, final = base_passes / base_n, final_passes / final_n
+    separated = wilson(final_passes, final_n).low > wilson(base_passes, base_n).high
     gains = [r["gain"] for r in group]
     gain = _between_runs(gains) if len(gains) > 1 else f"{gains[0]:+.2f} (one seed)"
     levels = []
@@ -448,10 +448,15 @@ def _between_runs(gains: list[float]) -> str:
     return f"{mean:+.2f} ({interval.low:+.2f} to {interval.high:+.2f})"
 
 
+def _pooled_passes(group: list[dict[str, Any]], side: str) -> tuple[int, int]:
+    """Passed test tasks and test tasks of ``side`` (base or final) over every run in ``group``."""
+    passes = sum(round(r[side]["pass@1"] * r[side]["n"]) for r in group)
+    return passes, sum(r[side]["n"] for r in group)
+
+
 def _pooled(group: list[dict[str, Any]], side: str) -> str:
     """Pass@1 of ``side`` (base or final) over the test tasks of every run in ``group``."""
-    passes = sum(round(r[side]["pass@1"] * r[side]["n"]) for r in group)
-    n = sum(r[side]["n"] for r in group)
+    passes, n = _pooled_passes(group, side)
     interval = wilson(passes, n)
     return f"{passes / n:.2f} ({interval.low:.2f}-{interval.high:.2f})"
 
