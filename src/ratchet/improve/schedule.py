@@ -32,17 +32,7 @@ def sits_out(rounds: Sequence[dict[str, Any]], lever: str) -> str | None:
         rounds: The records of the completed rounds, in order.
         lever: The lever's name.
     """
-    proposed = [
-        (record["round"], candidate)
-        for record in rounds
-        for candidate in record.get("candidates", [])
-        if candidate["lever"] == lever and candidate.get("version") is not None
-    ]
-    lost: list[tuple[int, dict[str, Any]]] = []
-    for number, candidate in reversed(proposed):
-        if candidate.get("probe_gain", 0.0) >= 0:
-            break
-        lost.append((number, candidate))
+    lost = _losses(rounds, lever)
     if len(lost) >= 2:
         points = ", ".join(f"{100 * c['probe_gain']:+.0f}" for _, c in reversed(lost))
         return (
@@ -67,7 +57,23 @@ def sitting_out(rounds: Sequence[dict[str, Any]], levers: Sequence[str]) -> dict
     reasons = {lever: sits_out(rounds, lever) for lever in levers}
     if levers and all(reason is not None for reason in reasons.values()):
         reasons = {
-            lever: reason if reason is not None and "rest of the run" in reason else None
+            lever: reason if len(_losses(rounds, lever)) >= 2 else None
             for lever, reason in reasons.items()
         }
     return reasons
+
+
+def _losses(rounds: Sequence[dict[str, Any]], lever: str) -> list[tuple[int, dict[str, Any]]]:
+    """``lever``'s latest run of candidates that lost probe points, newest first, by round."""
+    proposed = [
+        (record["round"], candidate)
+        for record in rounds
+        for candidate in record.get("candidates", [])
+        if candidate["lever"] == lever and candidate.get("version") is not None
+    ]
+    lost: list[tuple[int, dict[str, Any]]] = []
+    for number, candidate in reversed(proposed):
+        if candidate.get("probe_gain", 0.0) >= 0:
+            break
+        lost.append((number, candidate))
+    return lost
