@@ -61,9 +61,10 @@ class Suite:
     """
 
     members: tuple[Env, ...]
-    describe: Describe | None = field(init=False, default=None)
-    task_from_params: FromParams | None = field(init=False, default=None)
-    params_schema: dict[str, Any] | None = field(init=False, default=None)
+    # Derived from the members (bound methods of the suite itself): not in its repr or equality.
+    describe: Describe | None = field(init=False, repr=False, compare=False)
+    task_from_params: FromParams | None = field(init=False, repr=False, compare=False)
+    params_schema: dict[str, Any] | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         """Refuse fewer than two members or one name twice; offer the optional members.
@@ -71,6 +72,8 @@ class Suite:
         Raises:
             ValueError: If there are fewer than two members or two share a name.
         """
+        for derived in ("describe", "task_from_params", "params_schema"):
+            object.__setattr__(self, derived, None)
         names = [member.name for member in self.members]
         if len(names) < 2:
             raise ValueError(f"a suite needs at least two envs; got {', '.join(names) or 'none'}")
