@@ -381,11 +381,11 @@ def _unfinished(directory: Path) -> str:
         return ""
     state = json.loads(state_file.read_text())
     started = (directory / "agents" / "base").stat().st_mtime
-    last = max(path.stat().st_mtime for path in directory.rglob("*"))
+    why = directory / "stopped"
+    last = max(path.stat().st_mtime for path in directory.rglob("*") if path != why)
     minutes = (last - started) / 60
     over = f" (over the {BUDGET_MINUTES}-minute budget)" if minutes > BUDGET_MINUTES else ""
     # Why it was stopped, if whoever stopped it wrote that down beside the run.
-    why = directory / "stopped"
     reason = f", {why.read_text().strip()}" if why.exists() else ""
     return (
         f"{directory.name.replace('-seed', ' seed ')}: stopped unfinished after about "

@@ -570,6 +570,25 @@ def test_a_run_of_no_rounds_is_refused_before_anything_runs():
         ImproveConfig(env="calc", rounds=0)
 
 
+def test_a_model_that_cannot_be_trained_leaves_the_weight_levers_out_and_says_so(tmp_path):
+    lines = []
+    config = replace(CONFIG, levers=("exemplars", "rft"), rounds=1)
+    summary = improve(config, env, tmp_path, lambda a, d: learning_model(), log=lines.append)
+    assert summary["levers"] == ["exemplars"]
+    assert [c["lever"] for c in summary["rounds"][0]["candidates"]] == ["exemplars"]
+    (said,) = [line for line in lines if "left out" in line]
+    assert "rft" in said and "'fake' cannot be trained here" in said
+
+
+def test_only_weight_levers_on_a_model_that_cannot_be_trained_is_refused_before_any_work(
+    tmp_path,
+):
+    config = replace(CONFIG, levers=("rft", "pairs"))
+    with pytest.raises(ValueError, match="no lever of rft, pairs can run: 'fake' cannot"):
+        improve(config, env, tmp_path / "run", lambda a, d: learning_model(), log=quiet)
+    assert not (tmp_path / "run").exists()
+
+
 SUITE_CONFIG = replace(CONFIG, env="calc,grid")
 
 

@@ -13,6 +13,7 @@ All persistence lives in :class:`~ratchet.improve.rundir.RunDir`, so a run resum
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from ratchet.improve.curriculum import CurriculumConfig, choose_tasks
 from ratchet.improve.experience import verified_experience
 from ratchet.improve.gate import decide_round, retests, round_alpha, unreachable, winner
 from ratchet.improve.hindsight import relabel_all
-from ratchet.improve.levers import Lever, make_levers
+from ratchet.improve.levers import WEIGHT_LEVERS, Lever, make_levers
 from ratchet.improve.practice import Practice, draw
 from ratchet.improve.rundir import RunDir
 from ratchet.improve.schedule import sitting_out
@@ -76,11 +77,13 @@ def improve(
             the probe is too small for the gate ever to accept (or larger than the env's
             probe split).
     """
+    trainers = trainer or (lambda: weight_trainer(config))
+    if levers is None:
+        config = _trainable(config, trainers, log)
     levers = _levers(config, levers)
     _preflight(config, env, len(levers))
     with RunDir.open(out, config, resume=resume, log=log) as run:
         _check_alpha_left(run, len(levers))
-        trainers = trainer or (lambda: weight_trainer(config))
         practice = Practice(run, env, backends, reflector, trainers, progress, pool)
         if config.experience is not None:
             _import_experience(run, config.experience, env, log)
@@ -187,6 +190,31 @@ def _preflight(config: ImproveConfig, env: Env, candidates: int) -> None:
 def _import_experience(run: RunDir, source: str, env: Env, log: Log) -> None:
     load = partial(verified_experience, Path(source), env.name)
     log(f"experience from {source}: {run.import_experience(source, load)} verified episodes")
+
+
+def _trainable(
+    config: ImproveConfig, trainers: Callable[[], Trainer | None], log: Log
+) -> ImproveConfig:
+    """``config`` without the weight levers if its model cannot be trained here (said once).
+
+    A served model without its weights, or a scripted one, still improves through the levers
+    that change only the prompt; the run records the levers it used.
+
+    Raises:
+        ValueError: If every lever named trains weights and the model cannot be trained.
+    """
+    weight_levers = [name for name in config.levers if name in WEIGHT_LEVERS]
+    if not weight_levers or trainers() is not None:
+        return config
+    why = (
+        f"{config.model!r} cannot be trained here (use --model local, or for a served model "
+        "--weights PATH, its Hugging Face weights)"
+    )
+    kept = tuple(name for name in config.levers if name not in WEIGHT_LEVERS)
+    if not kept:
+        raise ValueError(f"no lever of {', '.join(config.levers)} can run: {why}")
+    log(f"left out the weight lever(s) {', '.join(weight_levers)}: {why}")
+    return replace(config, levers=kept)
 
 
 def _levers(config: ImproveConfig, levers: Sequence[Lever] | None) -> list[Lever]:

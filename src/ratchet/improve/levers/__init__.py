@@ -33,7 +33,19 @@ BUILTIN: dict[str, Callable[..., Lever]] = {
     "tasks": TaskLever,
 }
 
-__all__ = ["BUILTIN", "Lever", "LeverContext", "NoCandidate", "make_levers", "make_play"]
+# The built-in levers that train the model's weights: a run whose model cannot be trained
+# here (a served model without its weights, a scripted one) leaves them out.
+WEIGHT_LEVERS = frozenset({"rft", "pairs", "grpo", "demos"})
+
+__all__ = [
+    "BUILTIN",
+    "WEIGHT_LEVERS",
+    "Lever",
+    "LeverContext",
+    "NoCandidate",
+    "make_levers",
+    "make_play",
+]
 
 
 def make_levers(
