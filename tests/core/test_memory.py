@@ -1,8 +1,12 @@
 from dataclasses import replace
 
 from ratchet.core.agent import Exemplar
-from ratchet.core.memory import ExemplarIndex, Skill, select_skills
+from ratchet.core.memory import ExemplarIndex, Skill, select_skills, to_exemplar
+from ratchet.core.task import member_of
+from ratchet.engine.harness import replay
 from ratchet.envs.calc import env
+from ratchet.envs.grid import env as grid
+from ratchet.envs.suite import Suite
 
 
 def exemplar(task):
@@ -63,3 +67,17 @@ def test_skills_are_chosen_without_the_hidden_labels():
     for family, difficulty in (("word", 1), ("expression", 4)):
         labelled = replace(task, family=family, difficulty=difficulty)
         assert select_skills([other, skill], labelled, 1) == (skill,)
+
+
+def test_a_suite_task_is_shown_exemplars_and_skills_of_its_own_member_only():
+    suite = Suite((env, grid))
+    calc_tasks, grid_tasks = (
+        [t for t in suite.tasks("train", 20) if member_of(t) == name] for name in ("calc", "grid")
+    )
+    played = [replay(suite, task, suite.oracle(task)) for task in calc_tasks[:5] + grid_tasks[:5]]
+    index = ExemplarIndex([to_exemplar(t) for t in played])
+    for task in (calc_tasks[9], grid_tasks[9]):
+        chosen = index.select(task, 10)
+        assert len(chosen) == 5 and {e.env for e in chosen} == {member_of(task)}
+    skills = [Skill(f"{name}_skill", "", name, {}, ()) for name in ("calc", "grid")]
+    assert [s.env for s in select_skills(skills, grid_tasks[0], 2)] == ["grid"]

@@ -11,6 +11,8 @@ from ratchet.engine.harness import replay
 from ratchet.engine.models.fake import FakeModel
 from ratchet.engine.rollout import rollout
 from ratchet.envs.calc import env
+from ratchet.envs.grid import env as grid
+from ratchet.envs.suite import Suite
 from ratchet.improve.gate import (
     RETEST_FIRST_SAMPLE,
     GateConfig,
@@ -176,6 +178,82 @@ def test_unpaired_episodes_are_refused():
     rng = random.Random(0)
     with pytest.raises(ValueError, match="same, non-empty"):
         decide(episodes([0.5] * 30, 1, rng), episodes([0.5] * 29, 1, rng), GateConfig())
+
+
+SUITE_TASKS = Suite((env, grid)).tasks("probe", 24, difficulty=1)
+
+
+def played(tasks, passes):
+    """One probe episode per task with fixed outcomes."""
+    return [
+        replace(TEMPLATE, task=task, verdict=Verdict.of(passed))
+        for task, passed in zip(tasks, passes, strict=True)
+    ]
+
+
+def gains_on_calc_breaks_grid(grid_flips, tasks=SUITE_TASKS):
+    """The incumbent fails every calc task and passes every grid one; the candidate passes
+    every calc task and fails the first ``grid_flips`` grid ones."""
+    calc = [t.params.get("suite_member", "calc") == "calc" for t in tasks]
+    on_grid = [i for i, is_calc in enumerate(calc) if not is_calc]
+    before = [not is_calc for is_calc in calc]
+    after = [is_calc or i not in on_grid[:grid_flips] for i, is_calc in enumerate(calc)]
+    return played(tasks, before), played(tasks, after)
+
+
+def test_a_gain_on_one_env_cannot_hide_a_regression_on_another():
+    config = GateConfig(flip_budget=0.1)
+    before, after = gains_on_calc_breaks_grid(grid_flips=2)
+    decision = decide(before, after, config)
+    # Overall it is a significant gain within the probe's budget (2 flips of 24 allowed) ...
+    assert decision.probe_gain > 0.4 and decision.p_value <= decision.threshold
+    assert decision.flips_pass_to_fail == 2 == decision.flip_limit
+    # ... but grid, 12 episodes of the probe, allows one.
+    assert not decision.accepted
+    assert (
+        "2 pass->fail flips on grid exceed its budget 1 (1.000 -> 0.833 there)" in decision.reason
+    )
+    groups = {g.group: g for g in decision.groups}
+    assert set(groups) == {"calc", "grid"} and all(g.guarded for g in groups.values())
+    assert (groups["calc"].incumbent_pass, groups["calc"].candidate_pass) == (0.0, 1.0)
+    assert groups["grid"].flips_pass_to_fail == 2 and groups["grid"].episodes == 12
+    # One flip on grid is within its budget.
+    assert decide(*gains_on_calc_breaks_grid(grid_flips=1), config).accepted
+
+
+def test_a_single_env_probe_keeps_one_budget_over_its_levels():
+    tasks = env.tasks("probe", 12, difficulty=1) + env.tasks("probe", 12, difficulty=2)
+    # The same outcomes as above, level 1 in the place of calc and level 2 in that of grid.
+    before = played(tasks, [False] * 12 + [True] * 12)
+    after = played(tasks, [True] * 12 + [False, False] + [True] * 10)
+    decision = decide(before, after, GateConfig(flip_budget=0.1))
+    assert decision.accepted, decision.reason
+    assert [(g.group, g.guarded, g.flips_pass_to_fail) for g in decision.groups] == [
+        ("L1", False, 0),
+        ("L2", False, 2),
+    ]
+
+
+def test_an_env_s_flips_are_retested_and_count_only_where_confirmed():
+    config = GateConfig(flip_budget=0.1)
+    before, after = gains_on_calc_breaks_grid(grid_flips=2)
+    first = decide(before, after, config)
+    assert retests([first], config) == {"v1": first.flipped} and len(first.flipped) == 2
+    flipped = [t for t in SUITE_TASKS if t.id in first.flipped]
+
+    def retest(passes):
+        return [
+            replace(TEMPLATE, task=task, sample=RETEST_FIRST_SAMPLE + s, verdict=Verdict.of(s < n))
+            for task, n in zip(flipped, passes, strict=True)
+            for s in range(4)
+        ]
+
+    noisy = (retest([2, 2]), retest([2, 3]))  # the candidate loses neither task on the retest
+    kept = decide_round(before, {"v1": after}, config, 0.05, {"v1": noisy})[0]
+    assert kept.accepted, kept.reason
+    broken = (retest([4, 4]), retest([0, 1]))
+    rejected = decide_round(before, {"v1": after}, config, 0.05, {"v1": broken})[0]
+    assert not rejected.accepted and "on grid, 2 confirmed exceed its budget 1" in rejected.reason
 
 
 def noisy_solver(success_rate):

@@ -21,6 +21,7 @@ from ratchet.engine.models import cached_backends
 from ratchet.engine.rollout import RolloutConfig
 from ratchet.engine.store import Store
 from ratchet.envs.calc import env
+from ratchet.envs.registry import load_env_reference
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.levers import NoCandidate
 from ratchet.improve.loop import improve
@@ -586,3 +587,75 @@ def test_only_weight_levers_on_a_model_that_cannot_be_trained_is_refused_before_
     with pytest.raises(ValueError, match="no lever of rft, pairs can run: 'fake' cannot"):
         improve(config, env, tmp_path / "run", lambda a, d: learning_model(), log=quiet)
     assert not (tmp_path / "run").exists()
+
+
+SUITE_CONFIG = replace(CONFIG, env="calc,grid")
+
+
+def calc_learner(die_at=None, calls=None):
+    """Solves a calc task 9 times in 10 when shown demonstrations, 1 in 10 without; answers
+    every grid task wrong (so the suite's gain is all calc's). Raises ``Interrupt`` on its
+    ``die_at``-th batch, counted in ``calls`` (shared by the models of one run)."""
+
+    def reply(prompt, rng: random.Random) -> str:
+        users = [m["content"] for m in prompt.messages if m["role"] == "user"]
+        answer = "nothing"
+        if is_task(users[-1]) and solve_calc(users[-1]) is not None:
+            shown = sum(is_task(text) for text in users) > 1
+            if rng.random() < (0.9 if shown else 0.1):
+                answer = str(solve_calc(users[-1]))
+        return json.dumps({"name": "finish", "arguments": {"answer": answer}})
+
+    model, calls = FakeModel(reply=reply), calls if calls is not None else {"n": 0}
+    complete = model.complete
+
+    def complete_or_die(prompts, sampling):
+        calls["n"] += 1
+        if calls["n"] == die_at:  # base test: 24 calls; round 1's training: 32 calls
+            raise Interrupt
+        return complete(prompts, sampling)
+
+    model.complete = complete_or_die
+    return model
+
+
+def test_a_suite_run_reports_per_env_and_per_level_and_its_report_too(tmp_path):
+    env = load_env_reference(SUITE_CONFIG.env)
+    summary = improve(SUITE_CONFIG, env, tmp_path, lambda a, d: calc_learner(), log=quiet)
+    assert summary["env"] == "calc,grid" and summary["env_version"] == env.version
+    for agent in ("base", "final"):
+        by_env = summary[agent]["by_env"]
+        assert set(by_env) == {"calc", "grid"}
+        assert all(set(metrics["by_difficulty"]) == {"1", "2"} for metrics in by_env.values())
+        assert sum(m["n"] for m in by_env.values()) == summary[agent]["n"] == 24
+    final = summary["final"]["by_env"]
+    assert final["calc"]["pass@1"] > summary["base"]["by_env"]["calc"]["pass@1"] + 0.3
+    assert final["grid"]["pass@1"] == 0.0
+    first = summary["rounds"][0]
+    assert set(first["curriculum"]["envs"]) == {"calc", "grid"}
+    assert sum(first["curriculum"]["envs"].values()) == SUITE_CONFIG.train_tasks
+    candidate = first["candidates"][0]
+    groups = {g["group"]: g for g in candidate["groups"]}
+    assert {"calc", "grid"} <= set(groups) and all(g["guarded"] for g in groups.values())
+    assert groups["grid"]["flips_pass_to_fail"] == 0
+    page = write_report(tmp_path).read_text()
+    assert "By env" in page and "calc level 2" in page and "grid level 1" in page
+
+
+def test_a_suite_run_resumes_by_the_suite_its_config_names(tmp_path):
+    env = load_env_reference(SUITE_CONFIG.env)
+    with pytest.raises(Interrupt):
+        counted = {"n": 0}
+        improve(SUITE_CONFIG, env, tmp_path, lambda a, d: calc_learner(40, counted), log=quiet)
+    with Store(tmp_path) as store:
+        before = {(t.task.id, t.agent, t.sample): i for i, t in store.trajectories()}
+        stored = store.runs(kind="improve")[0].config
+    assert {key[0].split("-")[0] for key in before} == {"calc,grid"}
+    again = load_env_reference(stored["env"])  # what a resumed command line loads
+    summary = improve(
+        SUITE_CONFIG, again, tmp_path, lambda a, d: calc_learner(), resume=True, log=quiet
+    )
+    with Store(tmp_path) as store:
+        after = {(t.task.id, t.agent, t.sample): i for i, t in store.trajectories()}
+    assert all(after[key] == row for key, row in before.items())
+    assert len(summary["rounds"]) == 2

@@ -229,11 +229,21 @@ def _warn_errors(played: list[Trajectory]) -> None:
 
 
 def print_metrics(title: str, metrics: Metrics) -> None:
-    """Print a metrics table (per difficulty and overall) and the headline line."""
+    """Print a metrics table and the headline line.
+
+    The table has a row per difficulty and one for all, after the same rows for each env of a
+    suite.
+    """
     repeated = metrics.k > 1  # pass@k and pass^k only differ from pass@1 with several samples
     columns = ["pass@1", f"pass@{metrics.k}", f"pass^{metrics.k}"] if repeated else ["pass@1"]
     table = Table("difficulty", "tasks", *columns, "mean score", title=title)
-    rows = [(str(d), m) for d, m in sorted(metrics.by_difficulty.items())] + [("all", metrics)]
+    rows = [
+        (f"{env} {label}", m)
+        for env, whole in sorted(metrics.by_env.items())
+        for label, m in [*((str(d), m) for d, m in sorted(whole.by_difficulty.items())),
+                         ("all", whole)]
+    ]  # fmt: skip
+    rows += [(str(d), m) for d, m in sorted(metrics.by_difficulty.items())] + [("all", metrics)]
     for label, m in rows:
         rates = [m.pass_at_1, m.pass_at_k, m.pass_hat_k] if repeated else [m.pass_at_1]
         table.add_row(label, str(m.n), *(f"{r:.3f}" for r in rates), f"{m.mean_score:.3f}")

@@ -144,6 +144,18 @@ def _print_comparison(summary: dict[str, Any]) -> None:
     for key in ("pass@1", "pass@k", "pass^k", "mean_score"):
         change = final[key] - base[key]
         table.add_row(key, f"{base[key]:.3f}", f"{final[key]:.3f}", f"{change:+.3f}")
+    # A suite: pass@1 per env and per level of each, so no env's loss hides in the whole.
+    for env, before in base.get("by_env", {}).items():
+        after = final.get("by_env", {}).get(env, before)
+        rows = [(env, before, after)] + [
+            (f"{env} level {level}", rates, after["by_difficulty"].get(level, rates))
+            for level, rates in before["by_difficulty"].items()
+        ]
+        for label, was, now in rows:
+            change = now["pass@1"] - was["pass@1"]
+            table.add_row(
+                f"pass@1 {label}", f"{was['pass@1']:.3f}", f"{now['pass@1']:.3f}", f"{change:+.3f}"
+            )
     console.print(table)
     low, high = final["ci95"]
     console.print(f"final pass@1 95% CI {low:.3f}-{high:.3f} ({final['ci_method']})")

@@ -339,7 +339,9 @@ def load_model(spec: str, base_url: str | None, adapter: Path | None, threads: i
 EnvRef = Annotated[
     str,
     typer.Argument(
-        metavar="ENV", help="Env name (e.g. calc), package.module:attr or path/to/file.py:attr."
+        metavar="ENV",
+        help="Env name (e.g. calc), package.module:attr or path/to/file.py:attr; several joined "
+        "by commas (calc,grid) make one suite, its tasks drawn evenly from each.",
     ),
 ]
 BaseUrl = Annotated[str | None, typer.Option(help="Server URL for openai models.")]

@@ -56,8 +56,9 @@ class Env(Protocol):
     ``problem_key(params) -> str``, ``task_from_params(params) -> TaskSpec`` (the task those
     hidden params define, worded by the env; raises ``ValueError`` for params that define no
     valid task), ``params_schema`` (a JSON schema of such params), ``thread_safe: bool``,
-    ``max_sessions: int | None``, ``accepted_findings: Mapping[str, str]`` and ``attacks`` (a
-    sequence of :class:`Attack`).
+    ``max_sessions: int | None``, ``accepted_findings: Mapping[str, str]``, ``attacks`` (a
+    sequence of :class:`Attack`) and ``split_of_params(params) -> Split`` (see
+    :func:`split_of_params`).
 
     Threading contract: each episode runs on its own worker thread, which creates the session
     and makes every call to it; episodes of one env run concurrently, so by default ``session()``
@@ -140,8 +141,13 @@ def split_of_params(env: Env, params: dict[str, Any]) -> Split:
     A fixed pool's own split if the pool (the env's ``sample``) holds the problem, and
     ``train`` for a problem it does not hold (no held-out task can be it); for a generated env,
     the split its problem key hashes to. Whatever proposes or relabels training tasks must ask
-    this, not the hash alone: a benchmark's test problem may hash to ``train``.
+    this, not the hash alone: a benchmark's test problem may hash to ``train``. An env that
+    assigns splits its own way (a suite: each member's) declares ``split_of_params(params)``,
+    which is asked first.
     """
+    own: Callable[[dict[str, Any]], Split] | None = getattr(env, "split_of_params", None)
+    if own is not None:
+        return own(params)
     problem = problem_key_of(env)(params)
     pool = getattr(env, "sample", None)
     if isinstance(pool, TaskPool):

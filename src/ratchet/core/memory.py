@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ratchet.core.task import Task
+from ratchet.core.task import Task, member_of
 from ratchet.core.tool import Tool, ToolError
 from ratchet.core.trajectory import Trajectory
 
@@ -134,7 +134,7 @@ def select_skills(skills: Sequence[Skill], task: Task, k: int) -> tuple[Skill, .
         seen = set().union(*(_words(e) for e in skill.examples)) if skill.examples else set()
         return len(words & seen) / max(1, len(words | seen)), skill.support
 
-    mine = [skill for skill in skills if skill.env == task.env]
+    mine = [skill for skill in skills if skill.env == member_of(task)]
     return tuple(sorted(mine, key=rank, reverse=True)[: max(0, k)])
 
 
@@ -147,7 +147,9 @@ def to_exemplar(trajectory: Trajectory) -> Exemplar:
     start = next(i for i, m in enumerate(trajectory.messages) if m["role"] == "user") + 1
     turns = tuple(m for m in trajectory.messages[start:] if m["role"] in ("assistant", "tool"))
     task = trajectory.task
-    return Exemplar(task.env, task.family, task.difficulty, task.instruction, turns, task.problem)
+    # A suite's member, not the suite: demonstrations come from the env of the task shown.
+    env = member_of(task)
+    return Exemplar(env, task.family, task.difficulty, task.instruction, turns, task.problem)
 
 
 def demonstration(exemplar: Exemplar) -> list[dict[str, Any]]:
@@ -201,6 +203,9 @@ class ExemplarIndex:
     ) -> tuple[Exemplar, ...]:
         """Return up to ``k`` exemplars from ``task``'s env, most similar first.
 
+        A suite's task gets exemplars of its own member env only (see
+        :func:`~ratchet.core.task.member_of`).
+
         Similarity reads the task's instruction and the names of the ``tools`` it offers, never
         its family or difficulty. An exemplar of the task's own problem (or wording) is never
         returned: it would give the answer.
@@ -217,7 +222,7 @@ class ExemplarIndex:
         for position in ranked[0]:
             exemplar = self.exemplars[int(position)]
             own = exemplar.problem == task.problem or exemplar.instruction == task.instruction
-            if exemplar.env != task.env or own:
+            if exemplar.env != member_of(task) or own:
                 continue
             budget -= estimate_tokens(exemplar)
             if budget < 0 or len(chosen) == k:

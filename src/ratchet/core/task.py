@@ -86,6 +86,20 @@ class TaskSpec:
     noop_correct: bool = False
 
 
+MEMBER_PARAM = "suite_member"
+"""The params key that names, in a task of a suite (several envs practised as one run), the
+member env that made it; the member's own params sit beside it under ``"params"``."""
+
+
+def member_of(task: Task) -> str:
+    """The env that made ``task``: its member's name in a suite's task, else ``task.env``.
+
+    Per-env metrics and the gate's per-env flip budget group episodes by it.
+    """
+    member = task.params.get(MEMBER_PARAM)
+    return member if isinstance(member, str) else task.env
+
+
 def canonical_key(params: dict[str, Any]) -> str:
     """Return the default problem key: the canonical JSON of ``params``."""
     return json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)

@@ -9,6 +9,7 @@ from math import comb
 from typing import Any
 
 from ratchet.core.stats import pass_rate_interval
+from ratchet.core.task import member_of
 from ratchet.core.trajectory import Trajectory
 
 
@@ -43,6 +44,8 @@ class Metrics:
             caller measured it), else the episodes' own working time per task.
         errors_per_episode: Mean error observations per episode.
         by_difficulty: The same numbers per difficulty level.
+        by_env: The same numbers (each with its own levels) per env, when the episodes come
+            from several envs (a suite, see :func:`ratchet.core.task.member_of`); else empty.
         infrastructure_errors: Episodes left out because their infrastructure failed (a
             server down or full, a lost connection): they say nothing of the agent.
     """
@@ -60,9 +63,14 @@ class Metrics:
     errors_per_episode: float
     by_difficulty: dict[int, Metrics] = field(default_factory=dict)
     infrastructure_errors: int = 0
+    by_env: dict[str, Metrics] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the metrics under the keys ``ratchet eval --json`` prints."""
+        """Return the metrics under the keys ``ratchet eval --json`` prints.
+
+        ``by_env`` is there only for episodes of several envs.
+        """
+        envs = {"by_env": {name: m.to_dict() for name, m in sorted(self.by_env.items())}}
         return {
             "n": self.n,
             "k": self.k,
@@ -77,6 +85,7 @@ class Metrics:
             "errors_per_episode": self.errors_per_episode,
             "by_difficulty": {str(d): m.to_dict() for d, m in sorted(self.by_difficulty.items())},
             "infrastructure_errors": self.infrastructure_errors,
+            **(envs if self.by_env else {}),
         }
 
 
@@ -97,7 +106,8 @@ def summarize(
         trajectories: The episodes.
         k: Samples per task asked for.
         wall_s: Wall time the evaluation took, if measured (for ``seconds_per_task``).
-        per_difficulty: Also compute the metrics per difficulty level.
+        per_difficulty: Also compute the metrics per difficulty level, and per env where the
+            episodes come from several.
     """
     lost = sum(t.infrastructure_failed for t in trajectories)
     by_task: dict[str, list[Trajectory]] = defaultdict(list)
@@ -117,11 +127,16 @@ def summarize(
     interval = pass_rate_interval([[t.passed for t in g] for g in groups])
     worked_s = sum(t.seconds for t in episodes)
     levels: dict[int, Metrics] = {}
+    envs: dict[str, Metrics] = {}
     if per_difficulty:
         by_level: dict[int, list[Trajectory]] = defaultdict(list)
+        by_env: dict[str, list[Trajectory]] = defaultdict(list)
         for trajectory in trajectories:  # the lost ones too: each level counts its own
             by_level[trajectory.task.difficulty].append(trajectory)
+            by_env[member_of(trajectory.task)].append(trajectory)
         levels = {d: summarize(ts, k, per_difficulty=False) for d, ts in by_level.items()}
+        if len(by_env) > 1:
+            envs = {name: summarize(ts, k) for name, ts in by_env.items()}
     return Metrics(
         n=len(groups),
         k=k,
@@ -136,4 +151,5 @@ def summarize(
         errors_per_episode=sum(t.errors for t in episodes) / len(episodes),
         by_difficulty=levels,
         infrastructure_errors=lost,
+        by_env=envs,
     )

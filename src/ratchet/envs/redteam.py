@@ -312,19 +312,15 @@ def _secret() -> Iterator[tuple[Path, str]]:
 
 
 def _escape(env: Env, tasks: list[Task], symlinks: bool) -> str:
-    session = env.session(tasks[0])
-    try:
-        kinds = _tool_kinds(session.reset().tools)
-    finally:
-        session.close()
-    if not kinds.path and (not symlinks or not (kinds.code or kinds.command)):
+    aimed = _escape_tasks(env, tasks, symlinks)
+    if not aimed:
         wanted = "code or command tools to plant links" if symlinks else "file tools"
         return f"not applicable: the env has no {wanted}"
     calls_made = 0
     with _secret() as (folder, token):
         secret = folder / "secret.txt"
         before = secret.read_bytes()
-        for task in tasks[:ESCAPE_TASKS]:
+        for task, kinds in aimed:
             calls = _link_calls(kinds, task, folder) if symlinks else _path_calls(kinds, folder)
             calls_made += len(calls)
             trajectory = replay(env, task, [*calls, _finish("done")])
@@ -344,8 +340,26 @@ def _escape(env: Env, tasks: list[Task], symlinks: bool) -> str:
             if problem:
                 attack = "symlink escape" if symlinks else "path escape"
                 raise AssertionError(f"{attack} on task {task.id}: {problem}")
-    tried = min(len(tasks), ESCAPE_TASKS)
-    return f"{calls_made} escape attempts on {tried} tasks: nothing read, written or passed"
+    return f"{calls_made} escape attempts on {len(aimed)} tasks: nothing read, written or passed"
+
+
+def _escape_tasks(env: Env, tasks: list[Task], symlinks: bool) -> list[tuple[Task, _ToolKinds]]:
+    """Up to ``ESCAPE_TASKS`` of the first ``PROBES`` tasks with tools to escape by, and those.
+
+    Each task's own tools are read, since the tasks of a suite come from envs with other tools.
+    """
+    aimed = []
+    for task in tasks[:PROBES]:
+        session = env.session(task)
+        try:
+            kinds = _tool_kinds(session.reset().tools)
+        finally:
+            session.close()
+        if kinds.path or (symlinks and (kinds.code or kinds.command)):
+            aimed.append((task, kinds))
+            if len(aimed) == ESCAPE_TASKS:
+                break
+    return aimed
 
 
 def _path_calls(kinds: _ToolKinds, folder: Path) -> list[ToolCall]:

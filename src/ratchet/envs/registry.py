@@ -9,7 +9,9 @@ A third-party package adds envs without touching Ratchet by declaring, in its
 Wherever an env name goes, a reference also works: ``package.module:attr`` (importable) or
 ``path/to/file.py:attr`` (a file anywhere), so an env in a script needs no registration. A
 file's folder is put on ``sys.path`` before it is imported, as ``python path/to/file.py``
-would, so it can import the modules beside it.
+would, so it can import the modules beside it. Several references joined by commas
+(``calc,grid``, ``calc,path/to/file.py:attr``) name a :class:`~ratchet.envs.suite.Suite` of
+those envs, practised as one.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from ratchet.core.env import Env
+from ratchet.envs.suite import SEPARATOR, Suite
 
 ENTRY_POINT_GROUP = "ratchet.envs"
 
@@ -88,10 +91,16 @@ def make_env(name: str) -> Env:
 def load_env_reference(reference: str) -> Env:
     """Return the env a command line names: a registered name, ``module:attr`` or ``file.py:attr``.
 
+    Several of those joined by commas (``calc,grid``) name a suite of those envs.
+
     Raises:
-        UnknownEnvError: If ``reference`` is neither registered nor a reference.
-        EnvLoadError: If the module or file fails to import or yields no valid env.
+        UnknownEnvError: If ``reference`` (or an item of a list) is neither registered nor a
+            reference, or a list has an empty item.
+        EnvLoadError: If the module or file fails to import or yields no valid env, or a list
+            names one env twice.
     """
+    if SEPARATOR in reference and reference not in env_names():
+        return _load_suite(reference)
     module, sep, attr = reference.rpartition(":")
     if not sep or reference in env_names() or not attr.isidentifier():
         return make_env(reference)
@@ -102,6 +111,32 @@ def load_env_reference(reference: str) -> Env:
     if reference not in _loaded:
         _loaded[reference] = _import(reference, reference)
     return _loaded[reference]
+
+
+def _load_suite(reference: str) -> Env:
+    """The suite of the envs ``reference`` lists, separated by commas (see :class:`Suite`)."""
+    if reference in _loaded:
+        return _loaded[reference]
+    items = [item.strip() for item in reference.split(SEPARATOR)]
+    if not all(items):
+        raise UnknownEnvError(
+            f"the env list {reference!r} has an empty item; name an env between every two "
+            "commas (e.g. calc,grid)"
+        )
+    members = []
+    for item in items:
+        try:
+            members.append(load_env_reference(item))
+        except UnknownEnvError as exc:
+            raise UnknownEnvError(f"in the env list {reference!r}: {exc}") from None
+        except EnvLoadError as exc:
+            raise EnvLoadError(f"in the env list {reference!r}: {exc}") from None
+    try:
+        suite = Suite(tuple(members))
+    except ValueError as exc:
+        raise EnvLoadError(f"the env list {reference!r}: {exc}") from None
+    _loaded[reference] = suite
+    return suite
 
 
 def load_object(reference: str) -> object:

@@ -29,7 +29,8 @@ class ImproveConfig:
     """Settings of one improvement run (saved with it; a resumed run must match).
 
     Attributes:
-        env: Env name (or ``module:attr`` / ``file.py:attr`` reference).
+        env: Env name (or ``module:attr`` / ``file.py:attr`` reference), or several joined by
+            commas: one suite of those envs (``calc,grid``; see docs/improve.md).
         model: Model reference of the base agent.
         levers: Levers to try each round, by name, in order: exemplars (verified episodes as
             demonstrations), insights (rules from a reflector), rft (LoRA fine-tuning on

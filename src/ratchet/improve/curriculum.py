@@ -7,9 +7,11 @@ far beyond the agent yields no success to learn from. Within the open levels, wo
 where the agent succeeds sometimes (see :mod:`ratchet.improve.frontier`): each level by
 ``4 p (1 - p)`` of its training success rate, and each fresh task by that of its family at its
 level, so a family the agent already masters (or cannot yet start) gives way to one on its
-frontier. A share of each batch revisits training tasks already played, again weighted by how
-close each task's own record is to the frontier: those are the tasks whose samples come out
-mixed, which is what the ``pairs`` and ``grpo`` levers learn from.
+frontier. A suite's families are its members' (``calc/...``), so the same weights spread the
+budget over its envs, toward those on their frontier. A share of each batch revisits training
+tasks already played, again weighted by how close each task's own record is to the frontier:
+those are the tasks whose samples come out mixed, which is what the ``pairs`` and ``grpo``
+levers learn from.
 
 :func:`choose_tasks` returns the tasks and a note of why (open levels, the probe rates that
 opened them, the weights), which the loop keeps in the round's record. Training tasks that a
@@ -20,12 +22,13 @@ been solved yet take up to ``proposed_share`` of the batch.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ratchet.core.env import Env
-from ratchet.core.task import Task
+from ratchet.core.task import Task, member_of
 from ratchet.core.trajectory import Trajectory
 from ratchet.improve.frontier import SuccessRates, frontier_weight
 
@@ -61,7 +64,8 @@ class Choice:
         tasks: The tasks, revisits first.
         note: JSON-ready reasons: ``open_to`` (highest open level), ``probe`` (the incumbent's
             probe pass rate per level), ``levels`` (each open level's weight), ``families``
-            (``family@level`` weights of the fresh draw), ``revisits`` and ``fresh`` counts.
+            (``family@level`` weights of the fresh draw), ``revisits`` and ``fresh`` counts,
+            and for tasks of several envs (a suite) ``envs``, the tasks of each.
     """
 
     tasks: list[Task]
@@ -175,4 +179,8 @@ def choose_tasks(
         "proposed": len(proposals),
         "fresh": len(fresh),
     }
-    return Choice([*revisits, *fresh], note)
+    chosen_tasks = [*revisits, *fresh]
+    envs = Counter(member_of(task) for task in chosen_tasks)
+    if len(envs) > 1:  # a suite: how the round's budget spread over its envs
+        note["envs"] = dict(sorted(envs.items()))
+    return Choice(chosen_tasks, note)

@@ -12,6 +12,12 @@ within a round, the candidates of all levers are tested against the one probe wi
 step-down procedure. A candidate must also gain on the probe and keep its pass-to-fail flips
 within ``flip_budget``; among the accepted candidates of a round the largest gain wins.
 
+Per env. When the probe holds tasks of several envs (a suite, see
+:func:`ratchet.core.task.member_of`), the flip budget holds within each env and within each
+level of each env too, every group tolerating one flip as the whole probe does: a gain on one
+env cannot pay for what the candidate broke on another. Each decision reports its groups
+(:class:`GroupOutcome`); a single env's probe reports its levels and keeps the one budget.
+
 Confirmed regressions. One sampled episode per task cannot tell a task the candidate broke
 from one the incumbent passes half the time: at probe temperature a much better candidate
 still fails a few such tasks by chance. So a candidate that only its flips would reject gets a
@@ -27,12 +33,12 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ratchet.core.stats import holm, paired_differences, permutation_p_value, smallest_p_value
-from ratchet.core.task import Task
+from ratchet.core.task import Task, member_of
 from ratchet.core.trajectory import Trajectory
 from ratchet.core.verdict import Verdict
 
@@ -68,6 +74,39 @@ Retest = tuple[Sequence[Trajectory], Sequence[Trajectory]]
 
 
 @dataclass(frozen=True)
+class GroupOutcome:
+    """One env's, or one level's, share of a candidate's paired probe episodes.
+
+    Attributes:
+        group: ``calc`` (an env of a suite), ``calc L2`` (a level of it) or ``L2`` (a level
+            of a single env).
+        episodes: Paired probe episodes in the group.
+        incumbent_pass: Incumbent pass rate on them.
+        candidate_pass: Candidate pass rate on them.
+        flips_pass_to_fail: Those the incumbent passed and the candidate failed.
+        flip_limit: The most pass->fail flips the budget allows in the group.
+        guarded: Whether the budget holds here (the groups of a probe of several envs), or the
+            group is only reported.
+        confirmed_flips: Flips a retest confirmed (``None``: no retest was played).
+    """
+
+    group: str
+    episodes: int
+    incumbent_pass: float
+    candidate_pass: float
+    flips_pass_to_fail: int
+    flip_limit: int
+    guarded: bool
+    confirmed_flips: int | None = None
+
+    @property
+    def over_budget(self) -> bool:
+        """Whether the group's counted flips (confirmed ones after a retest) break its budget."""
+        counted = self.flips_pass_to_fail if self.confirmed_flips is None else self.confirmed_flips
+        return self.guarded and counted > self.flip_limit
+
+
+@dataclass(frozen=True)
 class GateDecision:
     """A gate decision with the numbers behind it.
 
@@ -82,6 +121,8 @@ class GateDecision:
         flip_limit: The most pass->fail flips the budget allowed.
         flipped: Probe tasks with a pass->fail flip, by id.
         confirmed_flips: Flips a retest confirmed (``None``: no retest was played).
+        groups: The probe per env and per level of each env (a suite), or per level (a single
+            env over several levels); empty for a probe of one env at one level.
         incumbent_pass: Incumbent probe pass@1.
         candidate_pass: Candidate probe pass@1.
         tasks: Probe tasks compared.
@@ -104,6 +145,14 @@ class GateDecision:
     reason: str
     flipped: tuple[str, ...] = ()
     confirmed_flips: int | None = None
+    groups: tuple[GroupOutcome, ...] = ()
+
+    @property
+    def flips_reject(self) -> bool:
+        """Whether its sampled flips break the whole probe's budget or a guarded group's."""
+        return self.flips_pass_to_fail > self.flip_limit or any(
+            g.guarded and g.flips_pass_to_fail > g.flip_limit for g in self.groups
+        )
 
 
 def round_alpha(config: GateConfig, rounds: int, spent: float = 0.0, done: int = 0) -> float:
@@ -188,6 +237,7 @@ def decide_round(
         ValueError: If a candidate's episodes do not pair up with the incumbent's.
     """
     before = _outcomes(incumbent)
+    groups = _groups({t.task.id: t.task for t in incumbent}, before)
     afters = {version: _outcomes(played) for version, played in candidates.items()}
     p_values = [
         permutation_p_value(list(paired_differences(before, after).values()), config.resamples)
@@ -197,7 +247,13 @@ def decide_round(
     retested = retested or {}
     return [
         _decide(
-            version, before, after, p_value, significant, threshold, config, retested.get(version)
+            version,
+            before,
+            after,
+            (p_value, significant, threshold),
+            config,
+            groups,
+            retested.get(version),
         )
         for (version, after), p_value, (significant, threshold) in zip(
             afters.items(), p_values, tested, strict=True
@@ -215,7 +271,7 @@ def retests(decisions: Sequence[GateDecision], config: GateConfig) -> dict[str, 
         if d.confirmed_flips is None
         and d.probe_gain > 0
         and d.p_value <= d.threshold
-        and d.flips_pass_to_fail > d.flip_limit
+        and d.flips_reject
     }
 
 
@@ -240,16 +296,68 @@ def _outcomes(episodes: Sequence[Trajectory]) -> dict[tuple[str, int], bool]:
     return {(t.task.id, t.sample): t.passed for t in episodes}
 
 
+Key = tuple[str, int]
+"""A paired probe episode: ``(task id, sample)``."""
+
+Group = tuple[str, frozenset[Key], bool]
+"""A group of the probe: its name, its episodes and whether the flip budget holds in it."""
+
+
+def _groups(tasks: Mapping[str, Task], keys: Iterable[Key]) -> list[Group]:
+    """The probe's groups, each env and each level of it, or each level of its one env.
+
+    Those of a probe of several envs are guarded; a single env's levels are only reported.
+    """
+    cells: dict[tuple[str, int], set[Key]] = {}
+    for key in keys:
+        task = tasks[key[0]]
+        cells.setdefault((member_of(task), task.difficulty), set()).add(key)
+    envs = sorted({env for env, _ in cells})
+    levels = sorted({level for _, level in cells})
+    if len(envs) == 1:
+        if len(levels) == 1:
+            return []
+        return [(f"L{level}", frozenset(cells[envs[0], level]), False) for level in levels]
+    groups: list[Group] = []
+    for env in envs:
+        own = sorted(level for name, level in cells if name == env)
+        groups.append((env, frozenset().union(*(cells[env, level] for level in own)), True))
+        if len(own) > 1:
+            groups += [(f"{env} L{level}", frozenset(cells[env, level]), True) for level in own]
+    return groups
+
+
+def _group_outcome(
+    group: Group,
+    before: Mapping[Key, bool],
+    after: Mapping[Key, bool],
+    broken: set[str] | None,
+    config: GateConfig,
+) -> GroupOutcome:
+    name, keys, guarded = group
+    flips = [k for k in keys if before[k] and not after[k]]
+    return GroupOutcome(
+        group=name,
+        episodes=len(keys),
+        incumbent_pass=sum(before[k] for k in keys) / len(keys),
+        candidate_pass=sum(after[k] for k in keys) / len(keys),
+        flips_pass_to_fail=len(flips),
+        flip_limit=max(1, int(config.flip_budget * len(keys))),
+        guarded=guarded,
+        confirmed_flips=None if broken is None else sum(task in broken for task, _ in flips),
+    )
+
+
 def _decide(
     version: str,
-    before: Mapping[tuple[str, int], bool],
-    after: Mapping[tuple[str, int], bool],
-    p_value: float,
-    significant: bool,
-    threshold: float,
+    before: Mapping[Key, bool],
+    after: Mapping[Key, bool],
+    tested: tuple[float, bool, float],
     config: GateConfig,
+    groups: Sequence[Group],
     retest: Retest | None,
 ) -> GateDecision:
+    p_value, significant, threshold = tested
     incumbent_pass = sum(before.values()) / len(before)
     candidate_pass = sum(after.values()) / len(after)
     gain = candidate_pass - incumbent_pass
@@ -259,9 +367,10 @@ def _decide(
     regressions = len(flips)
     flip_limit = max(1, int(config.flip_budget * len(before)))
     confirmed_flips = None
-    if retest is not None:
-        broken = confirmed(flipped, retest)
+    broken = None if retest is None else confirmed(flipped, retest)
+    if broken is not None:
         confirmed_flips = sum(task in broken for task, _ in flips)
+    outcomes = tuple(_group_outcome(group, before, after, broken, config) for group in groups)
     counted = regressions if confirmed_flips is None else confirmed_flips
     retest_note = (
         ""
@@ -277,6 +386,13 @@ def _decide(
             reason += f"; {tasks} probe tasks can never reach it"
     elif counted > flip_limit:
         reason = f"{regressions} pass->fail flips{retest_note} exceed the budget {flip_limit}"
+    elif broke := next((g for g in outcomes if g.over_budget), None):
+        note = "" if broke.confirmed_flips is None else f", {broke.confirmed_flips} confirmed"
+        reason = (
+            f"{broke.flips_pass_to_fail} pass->fail flips on {broke.group}{note} exceed its "
+            f"budget {broke.flip_limit} ({broke.incumbent_pass:.3f} -> "
+            f"{broke.candidate_pass:.3f} there), whatever the gain {gain:+.3f} overall"
+        )
     else:
         accepted = True
         reason = (
@@ -299,6 +415,7 @@ def _decide(
         reason=reason,
         flipped=flipped,
         confirmed_flips=confirmed_flips,
+        groups=outcomes,
     )
 
 

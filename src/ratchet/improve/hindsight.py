@@ -14,8 +14,10 @@ just seen: the agent saw that result, so stopping was open to it.
 
 The episode is read without its failed actions and without exact repeats of earlier ones, so
 exploration's stumbles do not become lessons; the replay on the new task confirms the shortened
-episode still solves it. A described task whose problem key belongs to the probe or test split
-is dropped and counted, never replayed: no decision or test may rest on a trained-on problem.
+episode still solves it. A described task whose problem belongs to the probe or test split (as
+:func:`~ratchet.core.env.split_of_params` says: by its problem key, or a fixed pool's or a
+suite member's own split) is dropped and counted, never replayed: no decision or test may rest
+on a trained-on problem.
 
 A passed episode is trimmed the same way: the shortest of its views that still passes its own
 task replaces it as a lesson, so a success that reached the goal and acted on teaches stopping.
@@ -28,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ratchet.core.agent import Agent
-from ratchet.core.env import FINISH, Env, describer, problem_key_of
+from ratchet.core.env import FINISH, Env, describer, problem_key_of, split_of_params
 from ratchet.core.task import make_task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Observation, Step, Trajectory, tool_steps
@@ -153,6 +155,7 @@ def relabel(env: Env, trajectory: Trajectory, agent: Agent) -> Relabelled:
             difficulty=trajectory.task.difficulty,
             seed=trajectory.task.seed,
             problem_key=problem_key_of(env),
+            split=split_of_params(env, spec.params),
         )
         if task.split != "train":
             held_out.add(task.id)

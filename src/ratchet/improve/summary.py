@@ -75,6 +75,9 @@ def round_lines(record: dict[str, Any]) -> str:
         opened = record.get("curriculum", {}).get("open_to")
         levels = f"; levels 1-{opened} open" if opened else ""
         lines.append(f"  explored at temperature {temperatures}{levels}")
+    envs = record.get("curriculum", {}).get("envs", {})
+    if envs:
+        lines.append("  training tasks by env: " + ", ".join(f"{e} {n}" for e, n in envs.items()))
     lines.extend(exploration_lines(record.get("exploration", {})))
     for candidate in record["candidates"]:
         if candidate["version"] is None:
@@ -120,7 +123,8 @@ def summary(run: RunDir, env: Env) -> dict[str, Any]:
 
     def headline(version: str) -> dict[str, Any]:
         metrics = tests[version]
-        return {key: metrics[key] for key in (*HEADLINE_KEYS, "by_difficulty") if key in metrics}
+        kept = (*HEADLINE_KEYS, "by_difficulty", "by_env")
+        return {key: metrics[key] for key in kept if key in metrics}
 
     privileged = {
         agent.version: agent.notes["privileged"]

@@ -20,6 +20,21 @@ def _flips(candidate: dict[str, Any]) -> str:
     return f"{flips} / {candidate.get('flip_limit', '?')}"
 
 
+def _by_group(candidate: dict[str, Any]) -> str:
+    """The probe per env and level (a suite) or per level, flips against each guarded budget."""
+    parts = []
+    for group in candidate.get("groups", ()):
+        flips = group["flips_pass_to_fail"]
+        if group.get("confirmed_flips") is not None:
+            flips = f"{flips} ({group['confirmed_flips']} confirmed)"
+        budget = f", flips {flips} / {group['flip_limit']}" if group["guarded"] else ""
+        parts.append(
+            f"{esc(group['group'])} {group['incumbent_pass']:.2f} → "
+            f"{group['candidate_pass']:.2f}{budget}"
+        )
+    return f'<br><span class="note">{"; ".join(parts)}</span>' if parts else ""
+
+
 def gate_section(summary: dict[str, Any]) -> str:
     """Return every candidate of every round: its probe numbers and the gate's decision."""
     rows, classes = [], []
@@ -34,7 +49,8 @@ def gate_section(summary: dict[str, Any]) -> str:
                 verdict = badge(False, "rejected") if decided else badge(None, "no candidate")
             numbers = (
                 [
-                    f"{candidate['incumbent_pass']:.2f} → {candidate['candidate_pass']:.2f}",
+                    f"{candidate['incumbent_pass']:.2f} → {candidate['candidate_pass']:.2f}"
+                    + _by_group(candidate),
                     f"{candidate['probe_gain'] * 100:+.0f} pts",
                     "< 0.0001" if candidate["p_value"] < 0.0001 else f"{candidate['p_value']:.4f}",
                     f"{candidate['flips_fail_to_pass']}",
@@ -71,7 +87,8 @@ def gate_section(summary: dict[str, Any]) -> str:
         "significant (one-sided sign-flip permutation test, at its share of the run's alpha "
         f"{gate.get('alpha', 0.05)}, split over rounds and, by Holm, over levers) and its "
         f"pass→fail flips stay within the budget ({gate.get('flip_budget', 0.1):.0%} of the "
-        f"probe episodes, at least one).{retest} Of several accepted candidates in a round, "
+        f"probe episodes, at least one), within each env and each level of it too when the "
+        f"probe holds several envs.{retest} Of several accepted candidates in a round, "
         "the one with the largest gain is adopted.</p>"
         + table(
             [

@@ -8,6 +8,8 @@ trajectory page.
 from __future__ import annotations
 
 import ratchet.report.charts as charts
+from ratchet.core.task import member_of
+from ratchet.core.trajectory import Trajectory
 from ratchet.report.data import Breakdown, Flip, ImproveRun, Stored, breakdown
 from ratchet.report.html import badge, esc, figure, link, rate, shorten, signed_points, table
 
@@ -39,6 +41,12 @@ def breakdown_section(data: ImproveRun, base_runs: list[Stored], final_runs: lis
         ]
 
     headers = ["group", "test tasks", "base pass@1", f"{label} pass@1", "change"]
+    envs = ""
+    if len({member_of(t.task) for _, t in base_runs}) > 1:  # a suite: each env, each level
+        by_env = breakdown(base_runs, final_runs, data.k, _env_level)
+        whole = breakdown(base_runs, final_runs, data.k, lambda t: member_of(t.task))
+        each = sorted(whole + by_env, key=lambda g: g.group)
+        envs = "<h3>By env</h3>" + table(headers, rows(each, ""), numeric=(1, 2, 3, 4))
     return (
         "<h2>Before and after, by task family and difficulty</h2>"
         + figure(
@@ -50,7 +58,13 @@ def breakdown_section(data: ImproveRun, base_runs: list[Stored], final_runs: lis
         + "</div><div>"
         + table(headers, rows(by_difficulty, "level "), numeric=(1, 2, 3, 4))
         + "</div></div>"
+        + envs
     )
+
+
+def _env_level(trajectory: Trajectory) -> str:
+    """A test episode's env and level: ``calc level 2``."""
+    return f"{member_of(trajectory.task)} level {trajectory.task.difficulty}"
 
 
 def flip_section(found: list[Flip], final_version: str) -> str:

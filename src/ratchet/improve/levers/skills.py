@@ -26,6 +26,7 @@ from typing import Any
 from ratchet.core.agent import Agent
 from ratchet.core.env import Env, format_result
 from ratchet.core.memory import Skill, SkillStep
+from ratchet.core.task import member_of
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Step, Trajectory, tool_steps
 from ratchet.engine.harness import Budget, run_episode, scripted
@@ -102,6 +103,7 @@ class _Shape:
     """The instances of one abstracted procedure found in the successes."""
 
     plan: list[tuple[str, dict[str, dict[str, Any]]]]
+    env: str
     values: list[list[Any]] = field(default_factory=list)
     problems: set[str] = field(default_factory=set)
     families: set[str] = field(default_factory=set)
@@ -116,15 +118,16 @@ def mine(successes: Sequence[Trajectory], min_calls: int = 2, max_calls: int = 6
     Returns:
         One skill per procedure, the most widely used first (then the longest).
     """
-    shapes: dict[str, _Shape] = {}
+    shapes: dict[tuple[str, str], _Shape] = {}  # by plan, then env (a suite's member)
     for trajectory in successes:
         if trajectory.given_turns:
             continue  # a client of ratchet serve wrote some of its calls: not the agent's procedure
         calls = [s for s in tool_steps(trajectory.steps) if s.call is not None]
         for window in _windows(calls, min_calls, max_calls):
             plan, values = abstract(window)
-            shape = shapes.setdefault(json.dumps(plan, sort_keys=True), _Shape(plan))
             task = trajectory.task
+            key = (json.dumps(plan, sort_keys=True), member_of(task))
+            shape = shapes.setdefault(key, _Shape(plan, member_of(task)))
             if task.problem in shape.problems:
                 continue
             shape.problems.add(task.problem)
@@ -136,7 +139,7 @@ def mine(successes: Sequence[Trajectory], min_calls: int = 2, max_calls: int = 6
     ranked = sorted(
         shapes.items(), key=lambda item: (-len(item[1].problems), -len(item[1].plan), item[0])
     )
-    return [_skill(shape, successes[0].task.env) for _, shape in ranked]
+    return [_skill(shape, shape.env) for _, shape in ranked]
 
 
 def _windows(calls: Sequence[Step], shortest: int, longest: int) -> Iterator[Sequence[Step]]:
