@@ -9,6 +9,11 @@ improvement run on the CPU, with settings chosen to fit about 25 minutes on 2 co
     python bench/improve_matrix.py --envs calc grid     # some envs
     python bench/improve_matrix.py --demos              # also the rows with the demos lever
     python bench/improve_matrix.py --envs grid --seeds 1 2   # the grid row again, other seeds
+    python bench/improve_matrix.py --forged --seeds 0 1 2    # the forged envs' rows
+
+A forged row runs ``ratchet improve`` with its defaults on an env ``ratchet forge`` writes from
+one of the examples (forged first into ``forged/NAME`` if it is not there), beside the built-in
+envs.
 
 Runs go to ``runs/matrix/<row>`` (``<row>-seed<n>`` for seeds other than 0, each drawing its
 own training, probe and test tasks); a row run over several seeds also gets a line in a table
@@ -27,19 +32,23 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ratchet import ImproveConfig, cached_backends, improve, make_env
+from ratchet import ImproveConfig, cached_backends, improve
 from ratchet.core.serialise import from_dict, to_dict
 from ratchet.core.stats import between_runs, wilson
+from ratchet.envs.registry import EnvLoadError, load_env_reference
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 GOAL = 0.30  # the gain in test pass@1 that each row aims for (stated on the page)
 BUDGET_MINUTES = 40  # the CPU time each row must fit in on 2 cores (stated on the page)
+# The forged envs' rows: the env reference each row improves, and the source it is forged from.
+FORGED = {"forged/library/env.py:env": "examples/library_forge.py:source"}
 
 
 @dataclass(frozen=True)
@@ -54,7 +63,17 @@ class Row:
     def name(self) -> str:
         demos = "-demos" if "demos" in self.config.levers else ""
         seed = f"-seed{self.config.seed}" if self.config.seed else ""
-        return f"{self.env}{demos}{seed}"
+        return f"{_slug(self.env)}{demos}{seed}"
+
+
+def _slug(env: str) -> str:
+    """A row's directory name for ``env``: the name, or ``forged-NAME`` for a forged env."""
+    return f"forged-{Path(env.split(':')[0]).parent.name}" if env in FORGED else env
+
+
+def forged_rows(seeds: Iterable[int]) -> list[Row]:
+    """The forged envs' rows: ``ratchet improve forged/NAME/env.py:env`` with every default."""
+    return [Row(env, ImproveConfig(env=env, seed=seed)) for seed in seeds for env in FORGED]
 
 
 def rows(demos: bool, seeds: Iterable[int] = (0,)) -> list[Row]:
@@ -123,10 +142,15 @@ def run(row: Row, out: Path, fresh: bool) -> dict[str, Any]:
         shutil.rmtree(directory)
     if fresh or not summary_file.exists():
         resume = (directory / "ratchet.db").exists()
+        if row.env in FORGED and not Path(row.env.split(":")[0]).exists():
+            source = FORGED[row.env]
+            target = Path(row.env.split(":")[0]).parent
+            ratchet = Path(sys.executable).parent / "ratchet"
+            subprocess.run([str(ratchet), "forge", source, "--out", str(target)], check=True)
         started = time.perf_counter()
         improve(
             row.config,
-            make_env(row.env),
+            load_env_reference(row.env),
             directory,
             cached_backends(),
             resume=resume,
@@ -171,7 +195,10 @@ def carried_over(row: Row, out: Path) -> dict[str, Any] | None:
     path = DOCS / "results.json"
     if not path.exists():
         return None
-    version = make_env(row.env).version
+    try:
+        version: str | None = load_env_reference(row.env).version
+    except EnvLoadError:
+        version = None  # a forged env not forged in this checkout: its rows stay as they ran
     for old in json.loads(path.read_text())["rows"]:
         same_row = (old["env"], old.get("seed", 0), bool(old["privileged"])) == (
             row.env,
@@ -180,7 +207,7 @@ def carried_over(row: Row, out: Path) -> dict[str, Any] | None:
         )
         if not same_row:
             continue
-        if old.get("env_version") != version:
+        if version is not None and old.get("env_version") != version:
             # Kept as history: its tasks are no longer the env's, as its version says.
             print(f"[{row.name}] history: measured on {row.env} version {old.get('env_version')}")
         if old.get("command") != command(row.config, Path("runs") / out.name / row.name):
@@ -230,6 +257,7 @@ def record(row: Row, summary: dict[str, Any], directory: Path) -> dict[str, Any]
         "accepted_levers": accepted,
         "curve": curve,
         "command": command(row.config, Path("runs") / directory.parent.name / directory.name),
+        **({"forged_from": FORGED[row.env]} if row.env in FORGED else {}),
     }
 
 
@@ -255,7 +283,8 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
     figure = _curves([r for r in records if is_default(r)] or records)
     headline = [r for r in records if is_default(r) and r.get("seed") in REPORTING_SEEDS]
     development = [r for r in records if is_default(r) and r.get("seed") not in REPORTING_SEEDS]
-    history = [r for r in records if not is_default(r)]
+    forged = [r for r in records if r["env"] in FORGED]
+    history = [r for r in records if not is_default(r) and r["env"] not in FORGED]
     commits = sorted({str(r.get("commit")) for r in headline})
     lines = [
         "# Results: self-improvement of the embedded 135M model",
@@ -309,6 +338,21 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
         lines.append(f"| {r['env']} | {r['seed']} | " + " | ".join(cells) + " |")
     lines += ["", "### Every run", "", *_run_table(headline + development)]
     lines += _over_seeds(headline + development)
+    if forged:
+        lines += [
+            "",
+            "## Forged envs",
+            "",
+            "Envs `ratchet forge` wrote from an example's typed tools (no model), each improved "
+            "by `ratchet improve forged/NAME/env.py:env` with every default (level 1, the "
+            "forged walks' one state-changing call or one read); the forge command is "
+            "`ratchet forge SOURCE --out forged/NAME`, SOURCE: "
+            + ", ".join(f"`{FORGED[env]}`" for env in sorted({r["env"] for r in forged}))
+            + ".",
+            "",
+            *_run_table(forged),
+            *_over_seeds(forged),
+        ]
     lines += [
         "",
         f"![learning curves]({figure.name})",
@@ -326,7 +370,7 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
     lines += _over_seeds(history)
     lines += ["", "Commands:", ""]
     lines += [f"- {r['env']} (seed {r.get('seed', 0)}): `{r['command']}`"
-              for r in headline + development + history]  # fmt: skip
+              for r in headline + development + forged + history]  # fmt: skip
     (DOCS / "results.md").write_text("\n".join(lines) + "\n")
 
 
@@ -340,10 +384,13 @@ def _unfinished(directory: Path) -> str:
     last = max(path.stat().st_mtime for path in directory.rglob("*"))
     minutes = (last - started) / 60
     over = f" (over the {BUDGET_MINUTES}-minute budget)" if minutes > BUDGET_MINUTES else ""
+    # Why it was stopped, if whoever stopped it wrote that down beside the run.
+    why = directory / "stopped"
+    reason = f", {why.read_text().strip()}" if why.exists() else ""
     return (
         f"{directory.name.replace('-seed', ' seed ')}: stopped unfinished after about "
         f"{minutes:.0f} minutes{over}, in round {len(state['rounds']) + 1}, having used "
-        f"{state['tokens']:,} tokens; not rerun."
+        f"{state['tokens']:,} tokens{reason}; not rerun."
     )
 
 
@@ -538,6 +585,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--envs", nargs="+", default=None)
     parser.add_argument("--demos", action="store_true", help="also the rows with demos")
+    parser.add_argument("--forged", action="store_true", help="only the forged envs' rows")
     parser.add_argument("--out", type=Path, default=Path("runs/matrix"))
     parser.add_argument("--fresh", action="store_true", help="rerun finished rows")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="master seeds to run")
@@ -546,12 +594,14 @@ def main() -> None:
     )
     args = parser.parse_args()
     chosen = [r for r in rows(args.demos, args.seeds) if args.envs is None or r.env in args.envs]
+    chosen = forged_rows(args.seeds) if args.forged else chosen
     chosen = [] if args.write_only else chosen
     for row in chosen:
         run(row, args.out, args.fresh)
     # The docs show every row that has finished, not only the ones run this time.
     records = []
-    for row in rows(demos=True, seeds=_seeds_measured(args.out)):
+    measured = _seeds_measured(args.out)
+    for row in rows(demos=True, seeds=measured) + forged_rows(measured):
         if (args.out / row.name / "summary.json").exists():
             records.append(run(row, args.out, fresh=False))
         elif (old := carried_over(row, args.out)) is not None:

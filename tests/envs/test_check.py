@@ -8,6 +8,7 @@ from ratchet.core.pool import TaskPool
 from ratchet.core.task import TaskSpec, make_task
 from ratchet.core.tool import ToolCall
 from ratchet.core.verdict import Verdict
+from ratchet.engine.harness import replay
 from ratchet.envs.calc import env as calc
 from ratchet.envs.check import check_env, check_splits
 from ratchet.envs.registry import make_env
@@ -146,6 +147,36 @@ def test_instructions_shared_by_two_splits_are_flagged_and_same_solutions_fail()
     same = replace(hidden, oracle=lambda task: [ToolCall("finish", {"answer": "7"})])
     with pytest.raises(AssertionError, match="have the same solution"):
         check_splits(same, draws=5)
+
+
+def test_one_program_over_hidden_worlds_in_two_splits_is_one_problem():
+    # Every task reads the same and the oracle runs the same program over its hidden numbers
+    # (Harbor's "sum the file"): the words and the plan are one problem whatever the numbers,
+    # because an episode that solved a training task, replayed, passes every test task.
+    def numbers(rng, difficulty):
+        return TaskSpec("Write the sum of your numbers.", {"numbers": rng.sample(range(99), 3)})
+
+    def tools(world):
+        def total() -> str:
+            """Write the sum of the numbers."""
+            world["written"] = sum(world["numbers"])
+            return "written"
+
+        return [total]
+
+    program = SimpleEnv(
+        name="program",
+        description="one program over hidden numbers",
+        sample=numbers,
+        build=lambda task: {"numbers": task.params["numbers"], "written": None},
+        tools=tools,
+        verify=lambda task, world, answer: Verdict.of(world["written"] == sum(world["numbers"])),
+        oracle=lambda task: [ToolCall("total", {}), ToolCall("finish", {"answer": "done"})],
+    )
+    trained, tested = program.tasks("train", 1)[0], program.tasks("test", 5)
+    assert all(replay(program, task, program.oracle(trained)).passed for task in tested)
+    with pytest.raises(AssertionError, match="have the same solution"):
+        check_splits(program, draws=5)
 
 
 def three_problems(rng, difficulty):

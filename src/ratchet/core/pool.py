@@ -116,6 +116,21 @@ class TaskPool:
         """How many distinct problems ``split`` holds once overlaps are resolved."""
         return len(self._tasks(env, problem_key)[split])
 
+    def dropped(self, problem_key: ProblemKey = canonical_key) -> dict[Split, int]:
+        """How many listed tasks of each split are dropped for a more held-out split's problem.
+
+        Splits that lose none are left out; the most held-out comes first.
+        """
+        held: set[str] = set()
+        dropped: dict[Split, int] = {}
+        for split in _PRECEDENCE:
+            keys = [problem_key(spec.params) for spec in getattr(self, split)]
+            repeated = sum(key in held for key in keys)
+            if repeated:
+                dropped[split] = repeated
+            held.update(keys)
+        return dropped
+
     def _tasks(self, env: str, problem_key: ProblemKey) -> dict[Split, list[Task]]:
         # Building every task's key costs a pass over the pool; pools are drawn from many times.
         cache_key = (env, problem_key)

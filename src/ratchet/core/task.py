@@ -91,6 +91,11 @@ def canonical_key(params: dict[str, Any]) -> str:
     return json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
 
 
+def wording_key(instruction: str) -> str:
+    """Return an instruction as two wordings are compared: case and spacing aside."""
+    return " ".join(instruction.casefold().split())
+
+
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
 

@@ -30,7 +30,7 @@ from ratchet.core.env import (
     problem_key_of,
 )
 from ratchet.core.serialise import to_dict
-from ratchet.core.task import SPLITS, Split, Task
+from ratchet.core.task import SPLITS, Split, Task, wording_key
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Trajectory
 from ratchet.core.verdict import FORGED_CLAIM as FORGED_CLAIM  # its old home, kept importable
@@ -327,9 +327,11 @@ def check_splits(env: Env, draws: int, seed: int = 0) -> str:
     A problem is in two splits when its problem key is, and also when two tasks of different
     splits read the same (the instruction, case and spacing aside) and the oracle solves them
     the same way: one problem under two keys (a benchmark port that copied test questions into
-    training under other params). Instructions worded alike in two splits but solved
-    differently (a hidden world decides), or whose solution the words spell out in full, give
-    nothing away; they are counted in what is returned.
+    training under other params). The worlds may differ: one program over hidden files is one
+    problem, since a training episode replayed on a test task passes it. Instructions worded
+    alike in two splits but solved differently (the oracle's plan depends on the world), or
+    whose solution the words spell out in full, give nothing away; they are counted in what is
+    returned.
 
     Returns what was drawn, naming the splits that hold no problem at some difficulty (a
     benchmark's own dev split may lack its hardest level).
@@ -390,7 +392,7 @@ class _Wordings:
 
     def add(self, task: Task) -> None:
         """Record ``task``; raise if one of another split read the same and is the same problem."""
-        text = " ".join(task.instruction.casefold().split())
+        text = wording_key(task.instruction)
         by_split = self.first.setdefault(text, {})
         if task.split in by_split:
             return

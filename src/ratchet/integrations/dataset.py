@@ -116,8 +116,8 @@ def dataset_env(
     score = _matcher(match)
     columns = _Columns(question, answer, expected, instruction, difficulty, family)
     splits = _splits(data, columns)
-    _warn_repeats(name, splits)
     pool = TaskPool(**splits)
+    _warn_repeats(name, pool)
     extra = list(tools)
 
     def verify(task: Task, world: None, submitted: str | None) -> Verdict:
@@ -196,16 +196,9 @@ def _splits(
     return splits
 
 
-def _warn_repeats(name: str, splits: dict[Split, list[TaskSpec]]) -> None:
+def _warn_repeats(name: str, pool: TaskPool) -> None:
     """Warn :class:`RepeatedRows` with how many rows each split loses to a more held-out one."""
-    held: set[str] = set()
-    dropped: dict[Split, int] = {}
-    for split in ("test", "probe", "train"):
-        keys = {canonical_key(spec.params) for spec in splits[split]}
-        repeated = sum(canonical_key(spec.params) in held for spec in splits[split])
-        if repeated:
-            dropped[split] = repeated
-        held |= keys
+    dropped = pool.dropped()
     if dropped:
         lost = ", ".join(f"{count} from {split}" for split, count in reversed(dropped.items()))
         warnings.warn(

@@ -29,15 +29,23 @@ passes at 1.
 
 ``task.toml`` is checked when the task is read: a section that is not a table, or a
 ``timeout_sec`` that is not a finite positive number, is refused with the file and the key.
+
+A task's problem is what the agent is told and what solves it (:func:`problem_of`), not its
+directory's name: two directories with the same instruction and the same ``solution/`` are one
+problem even when their ``environment/`` files differ, since an episode that solves one,
+replayed, solves the other. One problem is never in two splits; copies listed in two are kept in
+the more held-out one and :class:`RepeatedTasks` is warned.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 import secrets
 import tomllib
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +53,16 @@ from typing import Any
 
 from ratchet.core.env import FINISH, SimpleEnv
 from ratchet.core.pool import TaskPool
-from ratchet.core.task import SPLITS, Split, Task, TaskSpec, canonical_key, split_of
+from ratchet.core.task import (
+    SPLITS,
+    ProblemKey,
+    Split,
+    Task,
+    TaskSpec,
+    canonical_key,
+    split_of,
+    wording_key,
+)
 from ratchet.core.tool import ToolCall
 from ratchet.core.verdict import Verdict
 from ratchet.sandbox import Limits, Sandbox
@@ -57,12 +74,16 @@ _REWARD_BYTES = 65_536
 _MAX_SEED_BYTES = 16 << 20
 
 
+class RepeatedTasks(UserWarning):
+    """Tasks of one split are the same problem as tasks of a more held-out one and were dropped."""
+
+
 @dataclass(frozen=True)
 class HarborTask:
     """One task directory, read.
 
     Attributes:
-        name: The directory's name (the task's problem key).
+        name: The directory's name (the task's params; its problem is :func:`problem_of`).
         path: The directory.
         instruction: ``instruction.md``.
         config: ``task.toml``, parsed.
@@ -130,6 +151,28 @@ def check_config(config: dict[str, Any], where: Path | str = "task.toml") -> Non
             )
 
 
+def problem_of(task: HarborTask) -> str:
+    """A task's problem key: its instruction (case and spacing aside) and its solution's files.
+
+    ``environment/`` is the task's world, not its problem, and ``tests/`` only judges it: the
+    same words solved by the same ``solve.sh`` over other files are one problem. A task without
+    solution files is its own problem, keyed by its name.
+    """
+    folder = task.path / "solution"
+    files = sorted(
+        path
+        for path in (folder.rglob("*") if folder.is_dir() else ())
+        if path.is_file() and not path.is_symlink()
+    )
+    if not files:
+        return canonical_key({"task": task.name})
+    digests = {
+        path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in files
+    }
+    return canonical_key({"instruction": wording_key(task.instruction), "solution": digests})
+
+
 @dataclass
 class HarborWorld:
     """One episode's sandbox and the task it plays."""
@@ -155,8 +198,10 @@ def harbor_env(
             list of task directories.
         name: The env's name.
         description: One line for ``ratchet envs``.
-        splits: Task names per split (``train``, ``probe``, ``test``), used as given; tasks not
-            named are left out. ``None``: split by task name hash (80/10/10).
+        splits: Task names per split (``train``, ``probe``, ``test``), used as given, except
+            that a problem in two splits stays only in the more held-out one (warned as
+            :class:`RepeatedTasks`); tasks not named are left out. ``None``: split by
+            problem-key hash (80/10/10).
         workdir: The container's working directory, mapped to the sandbox workspace.
         limits: Sandbox limits for each of the agent's commands (the verifier gets the task's
             ``[verifier] timeout_sec``).
@@ -170,6 +215,12 @@ def harbor_env(
     by_name = {task.name: task for task in found}
     if len(by_name) != len(found):
         raise ValueError("two Harbor tasks share a directory name; names must be unique")
+    problems = {task.name: problem_of(task) for task in found}
+
+    def problem_key(params: dict[str, Any]) -> str:
+        known = problems.get(str(params.get("task")))
+        return known if known is not None and params.keys() == {"task"} else canonical_key(params)
+
     paths = _Paths(workdir)
     command_limits = limits or Limits(cpu_s=20, memory_mb=1024, timeout_s=30.0)
 
@@ -206,7 +257,7 @@ def harbor_env(
         script = paths.rewrite(solve.read_text(), paths.solution_dir)
         return [ToolCall("bash", {"command": script}), ToolCall(FINISH, {"answer": "done"})]
 
-    pool = _pool(found, splits, spec)
+    pool = _pool(found, splits, spec, problem_key, name)
     return SimpleEnv(
         name=name,
         description=description or f"{len(found)} Harbor tasks, run in the sandbox",
@@ -215,6 +266,7 @@ def harbor_env(
         tools=tools,
         verify=lambda task, world, answer: _verify(world, paths),
         oracle=oracle,
+        problem_key=problem_key,
         version=version,
         teardown=lambda world: world.sandbox.close(),
     )
@@ -269,20 +321,33 @@ def _pool(
     found: list[HarborTask],
     splits: Mapping[str, Sequence[str]] | None,
     spec: Callable[[HarborTask], TaskSpec],
+    problem_key: ProblemKey,
+    name: str,
 ) -> TaskPool:
     if splits is None:
         grouped: dict[Split, list[TaskSpec]] = {split: [] for split in SPLITS}
         for task in found:
             made = spec(task)
-            grouped[split_of(canonical_key(made.params))].append(made)
+            grouped[split_of(problem_key(made.params))].append(made)
         return TaskPool(**grouped)
     names = {task.name: task for task in found}
-    unknown = [name for names_ in splits.values() for name in names_ if name not in names]
+    unknown = [task for listed in splits.values() for task in listed if task not in names]
     if unknown:
         raise ValueError(f"splits name tasks that are not there: {', '.join(unknown[:5])}")
-    return TaskPool.from_splits(
+    pool = TaskPool.from_splits(
         {split: [spec(names[n]) for n in listed] for split, listed in splits.items()}
     )
+    dropped = pool.dropped(problem_key)
+    if dropped:
+        lost = ", ".join(f"{count} from {split}" for split, count in reversed(dropped.items()))
+        warnings.warn(
+            f"Harbor tasks of {name}: {sum(dropped.values())} tasks are the same problem (same "
+            "instruction and solution) as tasks of a more held-out split and were dropped "
+            f"(test over probe over train): {lost}",
+            RepeatedTasks,
+            stacklevel=3,
+        )
+    return pool
 
 
 def _seed(root: Path, environment: Path) -> None:
