@@ -10,7 +10,7 @@ hindsight, levers), ``report`` and ``sandbox``.
 
 from ratchet._renamed import renamed_attribute as __getattr__  # noqa: F401 (PEP 562 hook)
 from ratchet.core.agent import Agent, load_agent
-from ratchet.core.env import Env, Session, SimpleEnv, ToolSession, end_episode
+from ratchet.core.env import Env, EnvDefaults, Session, SimpleEnv, ToolSession, end_episode
 from ratchet.core.memory import Exemplar, Insight
 from ratchet.core.pool import TaskPool
 from ratchet.core.task import Split, Task, TaskSpec, generate_tasks, make_task
@@ -44,6 +44,7 @@ __all__ = [
     "CheckResult",
     "Completion",
     "Env",
+    "EnvDefaults",
     "Exemplar",
     "GateConfig",
     "GateDecision",

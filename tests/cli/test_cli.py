@@ -32,6 +32,7 @@ def test_check_calc_exits_zero():
     assert result.exit_code == 0, result.output
     assert "passes all 16 checks" in result.output
     assert "red-team: hedged answer" in result.output
+    assert "optional members left out (their defaults apply): policy, thread_safe" in result.output
 
 
 def test_unknown_env_is_a_clear_error():
@@ -315,14 +316,53 @@ def test_improve_prints_base_against_final_with_the_interval_method(tmp_path):
 
 def test_improve_offers_the_learning_levers_and_refuses_a_bad_demos_source(tmp_path):
     help_text = runner.invoke(app, ["improve", "--help"]).output
-    for word in ("pairs", "grpo", "demos", "--beta", "--demos"):
+    for word in ("pairs", "grpo", "demos", "--lever-option", "LEVER.FIELD=VALUE"):
         assert word in help_text
+    assert "--beta" not in help_text  # deprecated: it still works, unlisted
     missing = str(tmp_path / "none.jsonl")
-    bad = runner.invoke(app, ["improve", "calc", "--levers", "demos", "--demos", missing])
+    demos = ["improve", "calc", "--levers", "demos", "--lever-option"]
+    bad = runner.invoke(app, [*demos, f"demos.source={missing}"])
     assert bad.exit_code == 2 and "neither oracle, teacher nor a JSONL file" in bad.output
     assert "Traceback" not in bad.output
-    teacher = runner.invoke(app, ["improve", "calc", "--levers", "demos", "--demos", "teacher"])
+    teacher = runner.invoke(app, [*demos, "demos.source=teacher"])
     assert teacher.exit_code == 2 and "--reflector" in teacher.output
+
+
+def test_an_old_lever_flag_still_works_and_names_its_new_spelling(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    old = runner.invoke(app, ["improve", "calc", "--levers", "demos", "--demos", "none.jsonl"])
+    said = " ".join(old.output.split())
+    assert old.exit_code == 2 and "neither oracle, teacher nor a JSONL file" in said
+    assert "--demos are deprecated and go in the next release; use --lever-option " in said
+    assert "demos.source=none.jsonl" in said
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("pairs.beta=high", "lever option pairs.beta takes a float; got 'high'"),
+        ("pair.beta=0.1", "unknown lever 'pair' in a lever option; known: exemplars"),
+        ("pairs.betta=0.1", "lever pairs has no setting 'betta'; its settings: steps"),
+        ("pairs", "--lever-option takes LEVER.FIELD=VALUE (e.g. pairs.beta=0.1); got 'pairs'"),
+        ("rft.steps=5", "a lever option sets rft, which is not among the run's levers (pairs)"),
+    ],
+)
+def test_a_bad_lever_option_is_a_clear_error_before_any_model_loads(option, message):
+    result = runner.invoke(
+        app,
+        [
+            "improve",
+            "calc",
+            "--model",
+            "nosuch:model",
+            "--levers",
+            "pairs",
+            "--lever-option",
+            option,
+        ],
+    )
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert message in " ".join(result.output.split())
 
 
 def test_improve_runs_to_the_end_and_prints_the_comparison(tmp_path):
@@ -473,7 +513,8 @@ def test_improve_help_groups_options_in_panels_with_full_flag_names():
     assert titles == ["Arguments", "Options", "Run", "Budget", "Levers", "Gate", "Output",
                       "Advanced"]  # fmt: skip
     assert "…" not in text
-    for name, *_ in _leaves(ImproveConfig):
-        if name != "env":
-            assert f"--{name.replace('_', '-')} " in text, name
+    for item, *_ in _leaves(ImproveConfig):
+        flag = item.metadata.get("flag", f"--{item.name.replace('_', '-')}")
+        if item.name != "env" and "moved" not in item.metadata:
+            assert f"{flag} " in text, item.name
     assert "task --train-k" in text and "train_k" not in text

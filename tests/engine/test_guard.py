@@ -3,7 +3,15 @@ import time
 from dataclasses import replace
 
 from ratchet.core.agent import Agent
-from ratchet.core.env import SimpleEnv
+from ratchet.core.env import (
+    SimpleEnv,
+    left_out,
+    max_sessions_of,
+    params_schema_of,
+    policy_of,
+    task_builder,
+    thread_safe_of,
+)
 from ratchet.core.task import TaskSpec
 from ratchet.core.tool import ToolCall
 from ratchet.core.verdict import Verdict
@@ -93,3 +101,24 @@ def test_thread_safe_envs_are_not_wrapped():
     assert guarded(env) is env
     wrapped = guarded(replace(env, thread_safe=False))
     assert wrapped is not env and wrapped.name == "parser" and wrapped.max_difficulty == 5
+
+
+def test_the_wrapper_reads_as_the_env_does_for_every_optional_member():
+    def from_params(params):
+        return TaskSpec(instruction=f"parse {params['text']}", params=params)
+
+    env = replace(
+        make_env(Engine()),
+        thread_safe=False,
+        policy="Parse only what you are given.",
+        task_from_params=from_params,
+        params_schema={"type": "object", "required": ["text"]},
+        max_sessions=3,
+    )
+    wrapped = guarded(env)
+    assert policy_of(wrapped) == "Parse only what you are given."
+    assert params_schema_of(wrapped) == {"type": "object", "required": ["text"]}
+    assert max_sessions_of(wrapped) == 3 and thread_safe_of(wrapped)
+    build = task_builder(wrapped)
+    assert build is not None and build({"text": "a"}).instruction == "parse a"
+    assert set(left_out(wrapped)) == {*left_out(env), "thread_safe"}  # it is thread safe now

@@ -25,6 +25,31 @@ def test_calc_passes_every_check():
     assert sum(r.name.startswith("red-team") for r in report.results) == 8
 
 
+def test_the_report_names_the_optional_members_an_env_leaves_out_without_failing():
+    report = check_env(calc, n=10, split_draws=50)
+    assert report.passed
+    assert report.left_out == (
+        "policy",
+        "split_of_params",
+        "thread_safe",
+        "max_sessions",
+        "accepted_findings",
+        "attacks",
+    )
+    lines = report.text().splitlines()
+    assert lines[-2] == (
+        "note  optional members left out (their defaults apply): "
+        "policy, split_of_params, thread_safe, max_sessions, accepted_findings, attacks"
+    )
+    assert lines[-1] == f"calc passes all {len(report.results)} checks"
+    given = replace(calc, policy="Answer in digits.", thread_safe=False, max_sessions=4)
+    assert check_env(given, n=10, split_draws=50).left_out == (
+        "split_of_params",
+        "accepted_findings",
+        "attacks",
+    )
+
+
 def test_a_verifier_that_trusts_claims_is_caught():
     gullible = replace(calc, verify=lambda task, world, answer: Verdict.of(bool(answer)))
     report = check_env(gullible, n=10, split_draws=50)

@@ -321,14 +321,8 @@ LEARNING = replace(
 
 def test_pairs_learn_from_failures_through_the_trainer_and_the_score_does_not_drop(tmp_path):
     trainer = FakeTrainer(base=0.3)
-    config = replace(
-        LEARNING,
-        levers=("pairs",),
-        beta=0.2,
-        chosen_nll_weight=1.0,
-        anchor_weight=0.5,
-        train_steps=9,
-    )
+    options = {"beta": 0.2, "chosen_nll_weight": 1.0, "anchor_weight": 0.5}
+    config = replace(LEARNING, levers=("pairs",), train_steps=9, lever_options={"pairs": options})
     summary = improve(
         config, env, tmp_path, skill_backends(0.3), log=quiet, trainer=lambda: trainer
     )
@@ -342,25 +336,38 @@ def test_pairs_learn_from_failures_through_the_trainer_and_the_score_does_not_dr
         assert pair.chosen != pair.rejected and pair.messages[-1]["role"] == "user"
     assert summary["final_version"] == "v1" and summary["self_improvement"]
     assert summary["final"]["pass@1"] >= summary["base"]["pass@1"]
-    with pytest.raises(ValueError, match="--chosen-nll-weight"):
-        replace(LEARNING, chosen_nll_weight=-1.0)
-    with pytest.raises(ValueError, match="--anchor-weight"):
-        replace(LEARNING, anchor_weight=-0.1)
+    pairs = replace(LEARNING, levers=("pairs",))
+    with pytest.raises(ValueError, match=r"pairs\.chosen_nll_weight weighs a loss term"):
+        replace(pairs, lever_options={"pairs": {"chosen_nll_weight": -1.0}})
+    with pytest.raises(ValueError, match=r"pairs\.anchor_weight weighs a loss term"):
+        replace(pairs, lever_options={"pairs": {"anchor_weight": -0.1}})
 
 
 def test_rft_trains_with_the_runs_length_exponent(tmp_path):
-    with pytest.raises(ValueError, match="--train-length-exponent"):
-        replace(LEARNING, train_length_exponent=1.5)
+    rft = replace(LEARNING, levers=("rft",))
+    with pytest.raises(ValueError, match=r"rft\.length_exponent is from 0"):
+        replace(rft, lever_options={"rft": {"length_exponent": 1.5}})
     trainer = FakeTrainer(base=0.3)
-    config = replace(LEARNING, levers=("rft",), train_length_exponent=0.5)
+    config = replace(rft, lever_options={"rft": {"length_exponent": 0.8, "steps": 4}})
     improve(config, env, tmp_path, skill_backends(0.3), log=quiet, trainer=lambda: trainer)
     (call,) = trainer.calls
-    assert call["method"] == "sft" and call["settings"].length_exponent == 0.5
+    assert call["method"] == "sft" and call["settings"].length_exponent == 0.8
+    assert call["settings"].steps == 4  # the lever's own steps over --train-steps
+
+
+def test_lever_options_are_stored_with_the_run_and_resume_must_match(tmp_path):
+    config = replace(CONFIG, rounds=1, lever_options={"exemplars": {"per_task": "3"}})
+    assert config.lever_options == {"exemplars": {"per_task": 3}}
+    improve(config, env, tmp_path, lambda a, d: learning_model(), log=quiet)
+    stored = json.loads((tmp_path / "summary.json").read_text())["config"]
+    assert stored["lever_options"] == {"exemplars": {"per_task": 3}}
+    with pytest.raises(ValueError, match="other settings"):
+        improve(replace(config, lever_options={}), env, tmp_path, None, resume=True)
 
 
 def test_grpo_trains_on_the_incumbents_groups_and_the_score_does_not_drop(tmp_path):
     trainer = FakeTrainer(base=0.3)
-    config = replace(LEARNING, levers=("grpo",), learning_rate=3e-5)
+    config = replace(LEARNING, levers=("grpo",), lever_options={"grpo": {"learning_rate": 3e-5}})
     summary = improve(
         config, env, tmp_path, skill_backends(0.3), log=quiet, trainer=lambda: trainer
     )

@@ -84,6 +84,8 @@ def check(
     for result in report.results:
         table.add_row(result.name, *_shown(result))
     console.print(table)
+    if report.left_out:
+        console.print(f"[dim]{report.left_out_line()} (docs/envs.md#optional-members)[/]")
     if not report.passed:
         failed = sum(not r.passed and r.accepted is None for r in report.results)
         fail(f"{env_ref} fails {failed} check(s)", code=1)

@@ -45,8 +45,7 @@ PANELS = {
         "Budget",
     ),
     **dict.fromkeys(
-        ("levers", "reflector", "demos", "train_steps", "train_length_exponent", "learning_rate",
-         "beta", "chosen_nll_weight", "anchor_weight", "weights"),
+        ("levers", "lever_options", "reflector", "train_steps", "weights"),
         "Levers",
     ),
     **dict.fromkeys(("alpha", "flip_budget", "retest_k", "probe_all_levels"), "Gate"),

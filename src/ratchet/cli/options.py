@@ -17,6 +17,7 @@ import re
 import sqlite3
 import types
 import typing
+import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -90,8 +91,10 @@ def _default(item: dataclasses.Field[Any]) -> Any:
     return inspect.Parameter.empty
 
 
-def _leaves(cls: type[Any], instance: Any = None) -> list[tuple[str, Any, Any, str]]:
-    """``(name, type, default, help)`` of each leaf field; nested configs are flattened."""
+def _leaves(
+    cls: type[Any], instance: Any = None
+) -> list[tuple[dataclasses.Field[Any], Any, Any, str]]:
+    """``(field, type, default, help)`` of each leaf field; nested configs are flattened."""
     hints, docs = typing.get_type_hints(cls), _docs(cls)
     leaves = []
     for item in dataclasses.fields(cls):
@@ -100,7 +103,7 @@ def _leaves(cls: type[Any], instance: Any = None) -> list[tuple[str, Any, Any, s
         value = getattr(instance, item.name) if instance is not None else _default(item)
         nested = _config_type(hints[item.name])
         if nested is None:
-            leaves.append((item.name, hints[item.name], value, docs.get(item.name, "")))
+            leaves.append((item, hints[item.name], value, docs.get(item.name, "")))
         else:
             leaves.extend(_leaves(nested, value if dataclasses.is_dataclass(value) else nested()))
     return leaves
@@ -110,14 +113,18 @@ def offered(item: dataclasses.Field[Any]) -> bool:
     """Whether a config field is a command-line option.
 
     A field declared with ``metadata={"cli": False}`` is set from Python only (research
-    knobs): it is not offered, and a command builds it with its default.
+    knobs): it is not offered, and a command builds it with its default. Other metadata a
+    field may carry: ``flag`` (its flag, when not ``--field-name``), ``metavar``, ``parse``
+    (a repeatable option whose texts this function turns into the field's value; it raises
+    ``ValueError`` for bad ones) and ``moved`` (a deprecated field, hidden from ``--help``;
+    the ``DeprecationWarning`` the config gives when it is used is printed).
     """
     return bool(item.metadata.get("cli", True))
 
 
 def _option_type(kind: Any) -> Any:
     """The typer type for a field type; tuples of strings become comma-separated text."""
-    if kind in _SCALARS:
+    if kind in _SCALARS or kind == list[str] | None:
         return kind
     args = typing.get_args(kind)
     if typing.get_origin(kind) is tuple and args and args[0] is str:
@@ -146,9 +153,11 @@ def config_options(
     parameters = []
     leaves = _leaves(cls)
     flag_of = {
-        leaf[0]: (flags or {}).get(leaf[0], "--" + leaf[0].replace("_", "-")) for leaf in leaves
+        item.name: (flags or {}).get(item.name, item.metadata.get("flag", _flag(item.name)))
+        for item, *_ in leaves
     }
-    for name, kind, default, help_text in leaves:
+    for item, kind, default, help_text in leaves:
+        name = item.name
         if name in exclude:
             continue
         default = (defaults or {}).get(name, default)
@@ -158,7 +167,15 @@ def config_options(
         help_text = _in_flags(help_text, flag_of)
         if kind is bool and default is True and name not in (flags or {}):
             flag = f"{flag}/--no-{flag[2:]}"  # an option that is on says how to turn it off
-        option = typer.Option(flag, help=help_text, show_default=True)
+        option = typer.Option(
+            flag,
+            help=help_text,
+            show_default="parse" not in item.metadata,
+            metavar=item.metadata.get("metavar"),
+            hidden="moved" in item.metadata,
+        )
+        if "parse" in item.metadata:
+            kind, default = list[str] | None, None  # repeatable texts, parsed by the config
         parameters.append(
             inspect.Parameter(
                 name,
@@ -168,6 +185,11 @@ def config_options(
             )
         )
     return parameters
+
+
+def _flag(name: str) -> str:
+    """The default flag of config field ``name``: ``train_k`` is ``--train-k``."""
+    return "--" + name.replace("_", "-")
 
 
 def _in_flags(text: str, flag_of: Mapping[str, str]) -> str:
@@ -202,11 +224,24 @@ def build_config(cls: type[C], values: dict[str, Any], **fixed: Any) -> C:
             value = values[item.name]
             if typing.get_origin(hints[item.name]) is tuple and isinstance(value, str):
                 value = tuple(part.strip() for part in value.split(",") if part.strip())
+            if "parse" in item.metadata:
+                try:
+                    value = item.metadata["parse"](value or [])
+                except ValueError as exc:
+                    fail(str(exc))
             arguments[item.name] = value
-    try:
-        return cls(**arguments)
-    except (TypeError, ValueError) as exc:
-        fail(str(exc))
+    problem = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DeprecationWarning)
+        try:
+            config = cls(**arguments)
+        except (TypeError, ValueError) as exc:
+            problem = str(exc)
+    for warning in caught:  # a deprecated setting says its new spelling on the console
+        errors.print(f"[yellow]warning:[/] {warning.message}", highlight=False)
+    if problem is not None:
+        fail(problem)
+    return config
 
 
 def _rebuild(instance: Any, values: dict[str, Any]) -> Any:

@@ -2,16 +2,11 @@
 
 An env is a family of worlds. ``env.tasks(...)`` draws tasks; ``env.session(task)`` starts an
 isolated episode whose ``verify()`` reads the world's own state after the episode, never the
-agent's claims; ``env.oracle(task)`` solves a task. Some members are optional:
-``describe(trajectory)`` names what an episode achieved (hindsight relabelling; without it an
-env simply gets none), ``problem_key(params)`` says what makes two tasks the same problem
-(default: the canonical JSON of their params), ``task_from_params(params)`` builds a task from
-hidden params someone else wrote, with ``params_schema`` saying what such params look like (the
-``tasks`` lever proposes practice tasks through them), ``thread_safe`` and ``max_sessions``
-say how the rollout scheduler may run the env's episodes (see :func:`thread_safe_of`),
-``accepted_findings`` names red-team findings accepted knowingly (see
-:func:`accepted_findings_of`), and ``attacks`` lists known reward hacks its verifier must fail
-(see :class:`Attack`; ``ratchet check`` plays each). Most envs are a handful of typed tool
+agent's claims; ``env.oracle(task)`` solves a task. Those are the members every env has
+(:class:`Env`). The optional ones (hindsight's ``describe``, ``problem_key``, the ``tasks``
+lever's ``task_from_params``, the threading limits, the env's own ``attacks``, ...) are
+declared with their defaults on :class:`~ratchet.core.env_defaults.EnvDefaults` and read
+through its accessors, which import from here too. Most envs are a handful of typed tool
 functions over a world object, which :class:`SimpleEnv` turns into a full env (see
 ``docs/envs.md``); a benchmark with a fixed list of tasks gives it a
 :class:`~ratchet.core.pool.TaskPool`. Sessions, one episode each, live in
@@ -25,6 +20,23 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 from typing import Any, Generic, NoReturn, Protocol, TypeVar, runtime_checkable
 
+from ratchet.core.env_defaults import OPTIONAL_MEMBERS as OPTIONAL_MEMBERS
+from ratchet.core.env_defaults import Attack as Attack
+from ratchet.core.env_defaults import Describe as Describe
+from ratchet.core.env_defaults import EnvDefaults as EnvDefaults
+from ratchet.core.env_defaults import FromParams as FromParams
+from ratchet.core.env_defaults import accepted_findings_of as accepted_findings_of
+from ratchet.core.env_defaults import attacks_of as attacks_of
+from ratchet.core.env_defaults import describer as describer
+from ratchet.core.env_defaults import left_out as left_out
+from ratchet.core.env_defaults import max_sessions_of as max_sessions_of
+from ratchet.core.env_defaults import params_schema_of as params_schema_of
+from ratchet.core.env_defaults import policy_of as policy_of
+from ratchet.core.env_defaults import pool_of as pool_of
+from ratchet.core.env_defaults import problem_key_of as problem_key_of
+from ratchet.core.env_defaults import splitter_of as splitter_of
+from ratchet.core.env_defaults import task_builder as task_builder
+from ratchet.core.env_defaults import thread_safe_of as thread_safe_of
 from ratchet.core.pool import TaskPool
 from ratchet.core.session import FINISH as FINISH
 from ratchet.core.session import Session as Session
@@ -36,13 +48,11 @@ from ratchet.core.task import (
     Sampler,
     Split,
     Task,
-    TaskSpec,
     canonical_key,
     generate_tasks,
     split_of,
 )
 from ratchet.core.tool import Tool, ToolCall
-from ratchet.core.trajectory import Trajectory
 from ratchet.core.verdict import Verdict
 
 
@@ -50,15 +60,10 @@ from ratchet.core.verdict import Verdict
 class Env(Protocol):
     """A family of worlds with a task generator, an oracle and a state-reading verifier.
 
-    Optional members, looked up with ``getattr``: ``policy`` (the rules shown with every
-    task), ``describe(trajectory) -> TaskSpec | None``
-    (hindsight: the task, in the same world, that the trajectory's actions would solve),
-    ``problem_key(params) -> str``, ``task_from_params(params) -> TaskSpec`` (the task those
-    hidden params define, worded by the env; raises ``ValueError`` for params that define no
-    valid task), ``params_schema`` (a JSON schema of such params), ``thread_safe: bool``,
-    ``max_sessions: int | None``, ``accepted_findings: Mapping[str, str]``, ``attacks`` (a
-    sequence of :class:`Attack`) and ``split_of_params(params) -> Split`` (see
-    :func:`split_of_params`).
+    Optional members (``describe``, ``problem_key``, ``task_from_params``, ``thread_safe``,
+    ``attacks``, ...) are declared, typed and documented on
+    :class:`~ratchet.core.env_defaults.EnvDefaults`, with the default each takes when an env
+    leaves it out; an env may subclass that class or simply have the members it gives.
 
     Threading contract: each episode runs on its own worker thread, which creates the session
     and makes every call to it; episodes of one env run concurrently, so by default ``session()``
@@ -103,38 +108,6 @@ class Env(Protocol):
         ...
 
 
-Describe = Callable[[Trajectory], TaskSpec | None]
-"""``describe(trajectory) -> TaskSpec | None``: hindsight naming of what an episode did."""
-
-
-def describer(env: Env) -> Describe | None:
-    """Return the env's ``describe`` function, or ``None`` if it has none."""
-    describe: Describe | None = getattr(env, "describe", None)
-    return describe
-
-
-FromParams = Callable[[dict[str, Any]], TaskSpec]
-"""``task_from_params(params) -> TaskSpec``: the task some hidden params define."""
-
-
-def task_builder(env: Env) -> FromParams | None:
-    """Return the env's ``task_from_params`` function, or ``None`` if it has none."""
-    build: FromParams | None = getattr(env, "task_from_params", None)
-    return build
-
-
-def params_schema_of(env: Env) -> dict[str, Any]:
-    """Return the JSON schema of the env's task params (any JSON object if it declares none)."""
-    schema: dict[str, Any] | None = getattr(env, "params_schema", None)
-    return schema or {"type": "object"}
-
-
-def problem_key_of(env: Env) -> ProblemKey:
-    """Return the env's ``problem_key`` function, or the default canonical-params key."""
-    key: ProblemKey = getattr(env, "problem_key", None) or canonical_key
-    return key
-
-
 def split_of_params(env: Env, params: dict[str, Any]) -> Split:
     """The split a problem with these hidden params belongs to in ``env``.
 
@@ -145,12 +118,12 @@ def split_of_params(env: Env, params: dict[str, Any]) -> Split:
     assigns splits its own way (a suite: each member's) declares ``split_of_params(params)``,
     which is asked first.
     """
-    own: Callable[[dict[str, Any]], Split] | None = getattr(env, "split_of_params", None)
+    own = splitter_of(env)
     if own is not None:
         return own(params)
     problem = problem_key_of(env)(params)
-    pool = getattr(env, "sample", None)
-    if isinstance(pool, TaskPool):
+    pool = pool_of(env)
+    if pool is not None:
         return pool.split_holding(env.name, problem, problem_key_of(env)) or "train"
     return split_of(problem)
 
@@ -163,39 +136,6 @@ def draw_up_to(env: Env, split: Split, n: int, seed: int = 0) -> list[Task]:
         except ValueError:
             n //= 2
     return []
-
-
-def policy_of(env: Env) -> str:
-    """The rules the env shows with every task (``""`` if it declares none).
-
-    They are the same for every task: whoever reads a conversation for the values of one
-    task (exploration copying arguments from it) leaves them out.
-    """
-    return str(getattr(env, "policy", "") or "")
-
-
-def thread_safe_of(env: Env) -> bool:
-    """Whether the env's sessions may be called from several threads at once (default yes)."""
-    return bool(getattr(env, "thread_safe", True))
-
-
-def max_sessions_of(env: Env) -> int | None:
-    """How many of the env's sessions may be open at once (``None``: no limit)."""
-    limit = getattr(env, "max_sessions", None)
-    return None if limit is None else max(1, int(limit))
-
-
-def accepted_findings_of(env: Env) -> dict[str, str]:
-    """The red-team findings accepted knowingly for the env's verifier: check name to reason.
-
-    A benchmark ported as it is keeps its own reward rule, holes included (a published scorer
-    that passes any answer containing the gold string passes a hedged one too). Declaring such
-    a finding, ``{"red-team: hedged answer": "the benchmark's own substring rule"}``, makes
-    ``check_env`` report it as accepted with the reason instead of failing, and every
-    ``ratchet improve`` run on the env records it in its summary; nothing is accepted silently.
-    """
-    accepted: Mapping[str, str] | None = getattr(env, "accepted_findings", None)
-    return dict(accepted or {})
 
 
 class TooFewTasks(RuntimeError):
@@ -229,30 +169,6 @@ def draw_tasks(
             tasks,
         )
     return tasks
-
-
-@dataclass(frozen=True)
-class Attack:
-    """A known way to pass an env's tasks without solving them, which its verifier must fail.
-
-    The generic red-team battery (:mod:`ratchet.envs.redteam`) knows nothing of an env's
-    domain; an env lists the hacks of its own domain here (a function that returns a
-    constant, or sorts its input), and ``ratchet check`` plays each on the env's test tasks as
-    the row ``red-team: NAME``.
-
-    Attributes:
-        name: What the hack does, in a few words.
-        plans: ``plans(task) -> [[ToolCall, ...], ...]``: the whole episodes the hack plays on
-            ``task``, one per attempt; an empty list where it does not apply to the task.
-    """
-
-    name: str
-    plans: Callable[[Task], list[list[ToolCall]]]
-
-
-def attacks_of(env: Env) -> tuple[Attack, ...]:
-    """Return the env's own known reward hacks (none if it lists none)."""
-    return tuple(getattr(env, "attacks", ()))
 
 
 World = TypeVar("World")
@@ -305,6 +221,8 @@ class SimpleEnv(Generic[World]):
         accepted_findings: Red-team findings accepted knowingly for ``verify``, check name to
             reason (see :func:`accepted_findings_of`).
         attacks: Known reward hacks of the env's domain that its verifier must fail.
+        split_of_params: ``split_of_params(params) -> Split`` for an env that assigns splits
+            its own way (see :func:`split_of_params`); ``None``: the pool's, or the key's hash.
         check: Deprecated name of ``verify`` (warns; removed in the next release).
         solve: Deprecated name of ``oracle`` (warns; removed in the next release).
         relabel: Deprecated name of ``describe`` (warns; removed in the next release).
@@ -332,6 +250,7 @@ class SimpleEnv(Generic[World]):
     fingerprint: Callable[[World], str] | None = None
     accepted_findings: Mapping[str, str] = field(default_factory=dict)
     attacks: tuple[Attack, ...] = ()
+    split_of_params: Callable[[dict[str, Any]], Split] | None = None
     check: InitVar[Callable[[Task, World, str | None], Verdict] | None] = None
     solve: InitVar[Callable[[Task], list[ToolCall]] | None] = None
     relabel: InitVar[Describe | None] = None

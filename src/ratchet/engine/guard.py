@@ -11,11 +11,14 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ratchet.core.env import Env, Session, thread_safe_of
+from ratchet.core.env import OPTIONAL_MEMBERS, Env, Session, thread_safe_of
 from ratchet.core.task import Split, Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Observation
 from ratchet.core.verdict import Verdict
+
+_CALLS_INTO_ENV = ("describe", "task_from_params")
+"""The optional members that may use the env's own state (build a world), so run locked."""
 
 
 def guarded(env: Env) -> Env:
@@ -46,7 +49,11 @@ class _SerialSession:
 
 
 class _SerialEnv:
-    """An env whose calls, and its sessions' calls, all run under one lock."""
+    """An env whose calls, and its sessions' calls, all run under one lock.
+
+    It has every optional member the wrapped env gives (see
+    :class:`~ratchet.core.env_defaults.EnvDefaults`), so the wrapper reads as the env does.
+    """
 
     thread_safe = True  # it is now, which is the point
 
@@ -55,12 +62,11 @@ class _SerialEnv:
         self._lock = threading.RLock()
         self.name, self.description = env.name, env.description
         self.version, self.max_difficulty = env.version, env.max_difficulty
-        for optional in ("problem_key", "max_sessions", "accepted_findings"):
-            if hasattr(env, optional):
-                setattr(self, optional, getattr(env, optional))
-        describe = getattr(env, "describe", None)
-        if describe is not None:
-            self.describe = self._locked(describe)
+        for member in OPTIONAL_MEMBERS:
+            value = getattr(env, member, None)
+            if member == "thread_safe" or value is None:
+                continue
+            setattr(self, member, self._locked(value) if member in _CALLS_INTO_ENV else value)
 
     def _locked(self, fn: Any) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:

@@ -26,6 +26,7 @@ from ratchet.core.env import (
     TooFewTasks,
     accepted_findings_of,
     draw_tasks,
+    left_out,
     problem_key_of,
 )
 from ratchet.core.serialise import to_dict
@@ -62,10 +63,13 @@ class CheckReport:
     Attributes:
         env: The env's name.
         results: One entry per check, in the order run.
+        left_out: The optional env members the env leaves out, so their defaults apply (see
+            :class:`~ratchet.core.env_defaults.EnvDefaults`); information, never a failure.
     """
 
     env: str
     results: tuple[CheckResult, ...]
+    left_out: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -80,10 +84,18 @@ class CheckReport:
     def text(self) -> str:
         """The report as plain text: one line per check, then the outcome."""
         lines = [f"{'pass' if r.passed else 'FAIL'}  {r.name}: {r.detail}" for r in self.results]
+        if self.left_out:
+            lines.append(f"note  {self.left_out_line()}")
         failed = sum(not r.passed for r in self.results)
         outcome = f"{self.env} fails {failed} of {len(self.results)} checks"
         lines.append(f"{self.env} passes all {len(self.results)} checks" if not failed else outcome)
         return "\n".join(lines)
+
+    def left_out_line(self) -> str:
+        """The optional members left out, as one informational line (``""`` if none)."""
+        if not self.left_out:
+            return ""
+        return f"optional members left out (their defaults apply): {', '.join(self.left_out)}"
 
 
 def check_env(
@@ -103,7 +115,7 @@ def check_env(
     difficulty; and every attack of the red-team battery (:mod:`ratchet.envs.redteam`) fails,
     one check per attack. A check that raises is reported as failed with the exception, never
     propagated; when no test tasks can be drawn, the checks that need them are reported as not
-    run.
+    run. The optional env members the env leaves out are named in the report, not checked.
 
     Args:
         env: The env.
@@ -137,7 +149,7 @@ def check_env(
         elif reason is not None:
             result = replace(result, detail=f"{result.detail} (accepted, but nothing got through)")
         results.append(result)
-    return CheckReport(env.name, tuple(results))
+    return CheckReport(env.name, tuple(results), left_out(env))
 
 
 def _acceptances(env: Env, given: Mapping[str, str] | None) -> dict[str, str]:

@@ -9,7 +9,8 @@ difficulties and levers. The command line derives its options from these fields 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import warnings
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,16 @@ from ratchet.engine.harness import Budget
 from ratchet.engine.rollout import RolloutConfig
 from ratchet.improve.explore import SearchConfig
 from ratchet.improve.gate import GateConfig
+from ratchet.improve.levers import BUILTIN
+from ratchet.improve.levers.options import checked_lever_options, parse_lever_options
 
 EXPLORE_MODES = ("auto", "off")
 """The values of :attr:`ImproveConfig.explore`."""
 
 CPU_ROLLOUT = RolloutConfig(concurrency=16, budget=Budget(max_turns=None))
+
+_WEIGHT_LEVERS = ("rft", "pairs", "grpo", "demos")
+"""The levers that train weights: :attr:`ImproveConfig.train_steps` is their ``steps``."""
 
 
 @dataclass(frozen=True)
@@ -59,30 +65,22 @@ class ImproveConfig:
         seed: Master seed: tasks, samples, training.
         reflector: Model reference for levers that reflect on experience (default: the agent's).
         curve: Test every newly accepted version too, for the learning curve.
-        train_steps: Optimiser steps of each weight-lever proposal.
-        train_length_exponent: How ``rft``'s batches share out over episode lengths
-            (numbers of actions): each length in proportion to its number of verified
-            successes raised to this power, in ``[0, 1]``. 1 keeps each length's share of the
-            successes; 0.5, the default, draws a rarer, longer length more often (in proportion
-            to the square root of its count), so a new level's few successes are not drowned by
-            the level below.
+        train_steps: Optimiser steps of each weight-lever proposal (rft, pairs, grpo, demos):
+            the run's training budget; a lever option (``rft.steps=N``) overrides it for one.
         weights: For a served model (openai:NAME), its Hugging Face weights: weight levers
             train adapters from them and register them on the server (dynamic LoRA).
         experience: A store whose verified training episodes join the experience: recorded
             traffic with feedback (ratchet serve) and train episodes of this env.
-        learning_rate: Learning rate of the weight levers; unset: each lever's own (1e-3 for
-            rft and demos, 2e-4 for pairs and grpo).
-        beta: How strongly pairs (DPO's beta) and grpo (its KL weight) hold the policy to the
-            incumbent; unset: each lever's own (0.1 and 0.04).
-        chosen_nll_weight: pairs' SFT term: each pair's chosen action's mean token negative
-            log-likelihood, times this, joins its DPO loss (RPO; TRL's rpo_alpha), so DPO
-            cannot widen a margin only by sinking the rejected action; 0 is plain DPO.
-        anchor_weight: pairs' anchor: the verified training episodes (what rft trains on)
-            join its DPO loss as an SFT term, times this, so the states no pair covers keep
-            their actions (without it, pairs mined at level 2 unlearned level 1); 0 leaves
-            them out.
-        demos: Where the demos lever's demonstrations come from: oracle (the env's solutions),
-            teacher (the --reflector model) or the path of a JSONL export.
+        lever_options: Settings of the run's levers, each ``LEVER.FIELD=VALUE``: any field of
+            a lever's dataclass, e.g. ``pairs.beta=0.1`` (repeatable; from Python
+            ``{"pairs": {"beta": 0.1}}``; see docs/improve.md#lever-options).
+        learning_rate: Deprecated (goes in the next release): ``learning_rate`` of each
+            weight lever in the run, as lever options.
+        beta: Deprecated (goes in the next release): ``pairs.beta`` and ``grpo.beta``.
+        chosen_nll_weight: Deprecated (goes in the next release): ``pairs.chosen_nll_weight``.
+        anchor_weight: Deprecated (goes in the next release): ``pairs.anchor_weight``.
+        train_length_exponent: Deprecated (goes in the next release): ``rft.length_exponent``.
+        demos: Deprecated (goes in the next release): ``demos.source``.
         rollout: Concurrency, reply cap and per-episode budgets (``max_turns`` unset means
             the highest difficulty plus two).
         gate: The gate's error budget and regression budget.
@@ -108,14 +106,21 @@ class ImproveConfig:
     reflector: str | None = None
     curve: bool = True
     train_steps: int = 30
-    train_length_exponent: float = 0.5
     weights: str | None = None
     experience: str | None = None
-    learning_rate: float | None = None
-    beta: float | None = None
-    chosen_nll_weight: float = 0.0
-    anchor_weight: float = 0.0
-    demos: str = "oracle"
+    lever_options: dict[str, dict[str, Any]] = field(
+        default_factory=dict,
+        metadata={"flag": "--lever-option", "metavar": "LEVER.FIELD=VALUE",
+                  "parse": parse_lever_options},
+    )  # fmt: skip
+    learning_rate: float | None = field(default=None, metadata={"moved": _WEIGHT_LEVERS})
+    beta: float | None = field(default=None, metadata={"moved": ("pairs", "grpo")})
+    chosen_nll_weight: float | None = field(default=None, metadata={"moved": ("pairs",)})
+    anchor_weight: float | None = field(default=None, metadata={"moved": ("pairs",)})
+    train_length_exponent: float | None = field(
+        default=None, metadata={"moved": ("rft",), "field": "length_exponent"}
+    )
+    demos: str | None = field(default=None, metadata={"moved": ("demos",), "field": "source"})
     rollout: RolloutConfig = field(default_factory=lambda: CPU_ROLLOUT)
     gate: GateConfig = field(default_factory=GateConfig)
     search: SearchConfig = field(default_factory=SearchConfig, metadata={"cli": False})
@@ -123,12 +128,15 @@ class ImproveConfig:
     def __post_init__(self) -> None:
         """Refuse settings that cannot work before any episode is played.
 
+        A deprecated lever setting (``beta=``, ...) moves into :attr:`lever_options` with a
+        ``DeprecationWarning``, for the levers of the run whose default it changes.
+
         Raises:
             ValueError: If ``rounds`` is below 1, ``explore`` is not a mode of
-                :data:`EXPLORE_MODES`, ``train_length_exponent`` is outside 0-1,
-                ``chosen_nll_weight`` or ``anchor_weight`` is negative, or the demos lever is
-                asked for with a source that is neither ``oracle``, ``teacher`` (with a
-                reflector) nor an existing file.
+                :data:`EXPLORE_MODES`, a lever option does not fit its lever (see
+                :func:`~ratchet.improve.levers.options.checked_lever_options`) or its lever
+                refuses it, or the demos lever is asked for with a source that is neither
+                ``oracle``, ``teacher`` (with a reflector) nor an existing file.
         """
         if self.rounds < 1:
             raise ValueError(
@@ -138,23 +146,38 @@ class ImproveConfig:
             raise ValueError(
                 f"--explore is one of {', '.join(EXPLORE_MODES)}, not {self.explore!r}"
             )
-        if not 0.0 <= self.train_length_exponent <= 1.0:
-            raise ValueError(
-                f"--train-length-exponent is from 0 (every length drawn equally) to 1 (as "
-                f"verified), not {self.train_length_exponent}"
+        given = {lever: dict(values) for lever, values in self.lever_options.items()}
+        for name, targets, value in _deprecated(self):
+            new = " ".join(f"--lever-option {target}={value}" for target in targets)
+            warnings.warn(
+                f"ImproveConfig({name}=...) and --{name.replace('_', '-')} are deprecated and go "
+                f"in the next release; use {new} (ImproveConfig.lever_options)",
+                DeprecationWarning,
+                stacklevel=3,
             )
-        for option, weight in (
-            ("--chosen-nll-weight", self.chosen_nll_weight),
-            ("--anchor-weight", self.anchor_weight),
-        ):
-            if weight < 0:
-                raise ValueError(f"{option} weighs a loss term; it cannot be negative ({weight})")
-        if "demos" not in self.levers or self.demos == "oracle":
+            object.__setattr__(self, name, None)
+            for target in targets:
+                lever, _, setting = target.partition(".")
+                # A lever the run does not use ignores it, as before; a default adds nothing.
+                if lever in self.levers and getattr(BUILTIN[lever], setting) != value:
+                    given.setdefault(lever, {}).setdefault(setting, value)
+        options = checked_lever_options(given, self.levers)
+        object.__setattr__(self, "lever_options", options)
+        for lever, values in options.items():
+            BUILTIN[lever](**values)  # a lever refuses settings it cannot work with
+        source = options.get("demos", {}).get("source", "oracle")
+        if "demos" not in self.levers or source == "oracle":
             return
-        if self.demos == "teacher" and self.reflector is None:
-            raise ValueError("--demos teacher plays the --reflector model: pass --reflector MODEL")
-        if self.demos != "teacher" and not Path(self.demos).expanduser().is_file():
-            raise ValueError(f"--demos {self.demos!r} is neither oracle, teacher nor a JSONL file")
+        if source == "teacher" and self.reflector is None:
+            raise ValueError(
+                "--lever-option demos.source=teacher plays the --reflector model: pass "
+                "--reflector MODEL"
+            )
+        if source != "teacher" and not Path(source).expanduser().is_file():
+            raise ValueError(
+                f"--lever-option demos.source={source!r} is neither oracle, teacher nor a "
+                "JSONL file"
+            )
 
     def budget(self) -> Budget:
         """The per-episode budget, with ``max_turns`` derived from the difficulty if unset."""
@@ -163,19 +186,31 @@ class ImproveConfig:
             budget = replace(budget, max_turns=self.max_difficulty + 2)
         return budget
 
-    def lever_options(self) -> dict[str, dict[str, Any]]:
-        """Keyword arguments of the built-in levers these settings tune, by lever name."""
-        weights: dict[str, Any] = {"steps": self.train_steps}
-        if self.learning_rate is not None:
-            weights["learning_rate"] = self.learning_rate
-        policy = {**weights, **({} if self.beta is None else {"beta": self.beta})}
+    def lever_arguments(self) -> dict[str, dict[str, Any]]:
+        """Keyword arguments of each built-in lever of the run, by lever name.
+
+        The weight levers' ``steps`` is :attr:`train_steps`; the lever options come on top.
+        """
         return {
-            "rft": {**weights, "length_exponent": self.train_length_exponent},
-            "pairs": {
-                **policy,
-                "chosen_nll_weight": self.chosen_nll_weight,
-                "anchor_weight": self.anchor_weight,
-            },
-            "grpo": policy,
-            "demos": {**weights, "source": self.demos},
+            lever: {
+                **({"steps": self.train_steps} if lever in _WEIGHT_LEVERS else {}),
+                **self.lever_options.get(lever, {}),
+            }
+            for lever in self.levers
+            if lever in BUILTIN
         }
+
+
+def _deprecated(config: ImproveConfig) -> list[tuple[str, list[str], Any]]:
+    """The deprecated lever settings ``config`` was given: field, its lever options, value.
+
+    The lever options are ``LEVER.FIELD`` for each lever the setting reaches.
+    """
+    found = []
+    for item in fields(config):
+        value = getattr(config, item.name)
+        if "moved" in item.metadata and value is not None:
+            setting = item.metadata.get("field", item.name)
+            targets = [f"{lever}.{setting}" for lever in item.metadata["moved"]]
+            found.append((item.name, targets, value))
+    return found

@@ -219,7 +219,7 @@ def _trainable(
 
 def _levers(config: ImproveConfig, levers: Sequence[Lever] | None) -> list[Lever]:
     if levers is None:
-        return make_levers(config.levers, config.lever_options())
+        return make_levers(config.levers, config.lever_arguments())
     if tuple(lever.name for lever in levers) != config.levers:
         raise ValueError(f"config.levers {config.levers} does not name the levers given")
     return list(levers)

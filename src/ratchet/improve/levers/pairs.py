@@ -140,6 +140,19 @@ class PairsLever:
     max_anchors: int = 512
     name: str = "pairs"
 
+    def __post_init__(self) -> None:
+        """Refuse a negative loss weight.
+
+        Raises:
+            ValueError: Naming the lever option.
+        """
+        for setting in ("chosen_nll_weight", "anchor_weight"):
+            weight = getattr(self, setting)
+            if weight < 0:
+                raise ValueError(
+                    f"pairs.{setting} weighs a loss term; it cannot be negative ({weight})"
+                )
+
     def propose(self, context: LeverContext) -> Agent | None:
         """Train on the mined pairs and return the candidate, or ``None`` without a pair.
 

@@ -37,8 +37,9 @@ class RftLever:
         lora_rank: LoRA rank (alpha is twice the rank).
         max_examples: Most successes trained on (the newest are kept).
         length_exponent: How batches share out over episode lengths: each length in
-            proportion to its number of successes raised to this power (1: as verified;
-            below 1 a rare, longer length more often; see
+            proportion to its number of successes raised to this power, in ``[0, 1]`` (1: as
+            verified; 0.5, the default, draws a rarer, longer length more often, so a new
+            level's few successes are not drowned by the level below; see
             :func:`~ratchet.engine.models.training.balanced_weights`).
     """
 
@@ -47,8 +48,20 @@ class RftLever:
     learning_rate: float = 1e-3
     lora_rank: int = 16
     max_examples: int = 512
-    length_exponent: float = 1.0
+    length_exponent: float = 0.5
     name: str = "rft"
+
+    def __post_init__(self) -> None:
+        """Refuse a length exponent outside ``[0, 1]``.
+
+        Raises:
+            ValueError: Naming the lever option and its range.
+        """
+        if not 0.0 <= self.length_exponent <= 1.0:
+            raise ValueError(
+                f"rft.length_exponent is from 0 (every length drawn equally) to 1 (as "
+                f"verified), not {self.length_exponent}"
+            )
 
     def propose(self, context: LeverContext) -> Agent | None:
         """Train an adapter and return the candidate, or ``None`` without usable successes.
