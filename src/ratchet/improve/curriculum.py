@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,6 +100,41 @@ def _weighted_sample(
     return [item for item, _ in keyed[:m]]
 
 
+def _draw_fresh(
+    env: Env,
+    rng: random.Random,
+    rates: SuccessRates,
+    levels: Mapping[int, float],
+    seen: Set[str],
+    wanted: int,
+    attempts: int,
+) -> tuple[list[Task], dict[str, float]]:
+    """Up to ``wanted`` fresh training tasks, none of them ``seen``, and the weights behind them.
+
+    Each draw picks an open level by its weight in ``levels``, then one of a few unseen tasks of
+    that level by the frontier weight of its family there. At most ``attempts`` draws: a small
+    env may run out of unseen tasks. Returns the tasks and the ``family@level`` weights met on
+    the way.
+    """
+    taken = set(seen)
+    fresh: list[Task] = []
+    families: dict[str, float] = {}
+    for _ in range(attempts):
+        if len(fresh) >= wanted:
+            break
+        level = rng.choices(list(levels), weights=list(levels.values()))[0]
+        draw = env.tasks("train", 8, seed=rng.randrange(2**31), difficulty=level)
+        unseen = [t for t in draw if t.id not in taken]
+        if not unseen:
+            continue
+        weights = [frontier_weight(rates.cell(t.family, level)) for t in unseen]
+        families.update({f"{t.family}@{level}": w for t, w in zip(unseen, weights, strict=True)})
+        task = rng.choices(unseen, weights=weights)[0]
+        taken.add(task.id)
+        fresh.append(task)
+    return fresh, families
+
+
 def choose_tasks(
     env: Env,
     history: Sequence[Trajectory],
@@ -155,21 +190,7 @@ def choose_tasks(
     proposals = [t for t in offered if t.id not in chosen][: int(n * config.proposed_share)]
     revisits += proposals
     seen |= {task.id for task in revisits}
-    fresh: list[Task] = []
-    families: dict[str, float] = {}
-    for _ in range(50 * n):  # bounded: a small env may run out of unseen tasks
-        if len(fresh) >= n - len(revisits):
-            break
-        level = rng.choices(list(levels), weights=list(levels.values()))[0]
-        draw = env.tasks("train", 8, seed=rng.randrange(2**31), difficulty=level)
-        unseen = [t for t in draw if t.id not in seen]
-        if not unseen:
-            continue
-        weights = [frontier_weight(rates.cell(t.family, level)) for t in unseen]
-        families.update({f"{t.family}@{level}": w for t, w in zip(unseen, weights, strict=True)})
-        task = rng.choices(unseen, weights=weights)[0]
-        seen.add(task.id)
-        fresh.append(task)
+    fresh, families = _draw_fresh(env, rng, rates, levels, seen, n - len(revisits), 50 * n)
     note = {
         "open_to": highest,
         "probe": {str(level): round(rate, 3) for level, rate in mastery.items()},

@@ -12,11 +12,10 @@ within a round, the candidates of all levers are tested against the one probe wi
 step-down procedure. A candidate must also gain on the probe and keep its pass-to-fail flips
 within ``flip_budget``; among the accepted candidates of a round the largest gain wins.
 
-Per env. When the probe holds tasks of several envs (a suite, see
-:func:`ratchet.core.task.member_of`), the flip budget holds within each env and within each
-level of each env too, every group tolerating one flip as the whole probe does: a gain on one
-env cannot pay for what the candidate broke on another. Each decision reports its groups
-(:class:`GroupOutcome`); a single env's probe reports its levels and keeps the one budget.
+Per env. When the probe holds tasks of several envs (a suite), the flip budget holds within
+each env and within each level of each env too: a gain on one env cannot pay for what the
+candidate broke on another (:mod:`ratchet.improve.probe_groups`). Each decision reports its
+groups; a single env's probe reports its levels and keeps the one budget.
 
 Confirmed regressions. One sampled episode per task cannot tell a task the candidate broke
 from one the incumbent passes half the time: at probe temperature a much better candidate
@@ -33,14 +32,23 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ratchet.core.stats import holm, paired_differences, permutation_p_value, smallest_p_value
-from ratchet.core.task import Task, member_of
+from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.core.verdict import Verdict
+from ratchet.improve.probe_groups import (
+    Group,
+    GroupOutcome,
+    Key,
+    flip_limit,
+    group_outcome,
+    pass_to_fail,
+    probe_groups,
+)
 
 
 @dataclass(frozen=True)
@@ -71,39 +79,6 @@ episodes get seeds of their own and never count as probe episodes."""
 
 Retest = tuple[Sequence[Trajectory], Sequence[Trajectory]]
 """The incumbent's and a candidate's retest episodes on the candidate's flipped tasks."""
-
-
-@dataclass(frozen=True)
-class GroupOutcome:
-    """One env's, or one level's, share of a candidate's paired probe episodes.
-
-    Attributes:
-        group: ``calc`` (an env of a suite), ``calc L2`` (a level of it) or ``L2`` (a level
-            of a single env).
-        episodes: Paired probe episodes in the group.
-        incumbent_pass: Incumbent pass rate on them.
-        candidate_pass: Candidate pass rate on them.
-        flips_pass_to_fail: Those the incumbent passed and the candidate failed.
-        flip_limit: The most pass->fail flips the budget allows in the group.
-        guarded: Whether the budget holds here (the groups of a probe of several envs), or the
-            group is only reported.
-        confirmed_flips: Flips a retest confirmed (``None``: no retest was played).
-    """
-
-    group: str
-    episodes: int
-    incumbent_pass: float
-    candidate_pass: float
-    flips_pass_to_fail: int
-    flip_limit: int
-    guarded: bool
-    confirmed_flips: int | None = None
-
-    @property
-    def over_budget(self) -> bool:
-        """Whether the group's counted flips (confirmed ones after a retest) break its budget."""
-        counted = self.flips_pass_to_fail if self.confirmed_flips is None else self.confirmed_flips
-        return self.guarded and counted > self.flip_limit
 
 
 @dataclass(frozen=True)
@@ -237,7 +212,7 @@ def decide_round(
         ValueError: If a candidate's episodes do not pair up with the incumbent's.
     """
     before = _outcomes(incumbent)
-    groups = _groups({t.task.id: t.task for t in incumbent}, before)
+    groups = probe_groups({t.task.id: t.task for t in incumbent}, before)
     afters = {version: _outcomes(played) for version, played in candidates.items()}
     p_values = [
         permutation_p_value(list(paired_differences(before, after).values()), config.resamples)
@@ -292,60 +267,8 @@ def winner(decisions: Sequence[GateDecision]) -> GateDecision | None:
     return max(accepted, key=lambda d: (d.probe_gain, -d.p_value)) if accepted else None
 
 
-def _outcomes(episodes: Sequence[Trajectory]) -> dict[tuple[str, int], bool]:
+def _outcomes(episodes: Sequence[Trajectory]) -> dict[Key, bool]:
     return {(t.task.id, t.sample): t.passed for t in episodes}
-
-
-Key = tuple[str, int]
-"""A paired probe episode: ``(task id, sample)``."""
-
-Group = tuple[str, frozenset[Key], bool]
-"""A group of the probe: its name, its episodes and whether the flip budget holds in it."""
-
-
-def _groups(tasks: Mapping[str, Task], keys: Iterable[Key]) -> list[Group]:
-    """The probe's groups, each env and each level of it, or each level of its one env.
-
-    Those of a probe of several envs are guarded; a single env's levels are only reported.
-    """
-    cells: dict[tuple[str, int], set[Key]] = {}
-    for key in keys:
-        task = tasks[key[0]]
-        cells.setdefault((member_of(task), task.difficulty), set()).add(key)
-    envs = sorted({env for env, _ in cells})
-    levels = sorted({level for _, level in cells})
-    if len(envs) == 1:
-        if len(levels) == 1:
-            return []
-        return [(f"L{level}", frozenset(cells[envs[0], level]), False) for level in levels]
-    groups: list[Group] = []
-    for env in envs:
-        own = sorted(level for name, level in cells if name == env)
-        groups.append((env, frozenset().union(*(cells[env, level] for level in own)), True))
-        if len(own) > 1:
-            groups += [(f"{env} L{level}", frozenset(cells[env, level]), True) for level in own]
-    return groups
-
-
-def _group_outcome(
-    group: Group,
-    before: Mapping[Key, bool],
-    after: Mapping[Key, bool],
-    broken: set[str] | None,
-    config: GateConfig,
-) -> GroupOutcome:
-    name, keys, guarded = group
-    flips = [k for k in keys if before[k] and not after[k]]
-    return GroupOutcome(
-        group=name,
-        episodes=len(keys),
-        incumbent_pass=sum(before[k] for k in keys) / len(keys),
-        candidate_pass=sum(after[k] for k in keys) / len(keys),
-        flips_pass_to_fail=len(flips),
-        flip_limit=max(1, int(config.flip_budget * len(keys))),
-        guarded=guarded,
-        confirmed_flips=None if broken is None else sum(task in broken for task, _ in flips),
-    )
 
 
 def _decide(
@@ -362,15 +285,17 @@ def _decide(
     candidate_pass = sum(after.values()) / len(after)
     gain = candidate_pass - incumbent_pass
     tasks = len({key[0] for key in before})
-    flips = [k for k in before if before[k] and not after[k]]
+    flips = pass_to_fail(before, after, before)
     flipped = tuple(dict.fromkeys(task for task, _ in flips))
     regressions = len(flips)
-    flip_limit = max(1, int(config.flip_budget * len(before)))
+    limit = flip_limit(config.flip_budget, len(before))
     confirmed_flips = None
     broken = None if retest is None else confirmed(flipped, retest)
     if broken is not None:
         confirmed_flips = sum(task in broken for task, _ in flips)
-    outcomes = tuple(_group_outcome(group, before, after, broken, config) for group in groups)
+    outcomes = tuple(
+        group_outcome(group, before, after, broken, config.flip_budget) for group in groups
+    )
     counted = regressions if confirmed_flips is None else confirmed_flips
     retest_note = (
         ""
@@ -384,8 +309,8 @@ def _decide(
         reason = f"gain {gain:+.3f} not significant (p={p_value:.4f} > {threshold:.4f})"
         if smallest_p_value(tasks) > threshold:
             reason += f"; {tasks} probe tasks can never reach it"
-    elif counted > flip_limit:
-        reason = f"{regressions} pass->fail flips{retest_note} exceed the budget {flip_limit}"
+    elif counted > limit:
+        reason = f"{regressions} pass->fail flips{retest_note} exceed the budget {limit}"
     elif broke := next((g for g in outcomes if g.over_budget), None):
         note = "" if broke.confirmed_flips is None else f", {broke.confirmed_flips} confirmed"
         reason = (
@@ -407,7 +332,7 @@ def _decide(
         threshold=threshold,
         flips_pass_to_fail=regressions,
         flips_fail_to_pass=sum(after[k] and not before[k] for k in before),
-        flip_limit=flip_limit,
+        flip_limit=limit,
         incumbent_pass=incumbent_pass,
         candidate_pass=candidate_pass,
         tasks=tasks,
