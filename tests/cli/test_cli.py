@@ -32,7 +32,7 @@ def test_check_calc_exits_zero():
     assert result.exit_code == 0, result.output
     assert "passes all 16 checks" in result.output
     assert "red-team: hedged answer" in result.output
-    assert "optional members left out (their defaults apply): policy, thread_safe" in result.output
+    assert "optional members left out (their defaults apply): policy, split_of_params" in result.output
 
 
 def test_unknown_env_is_a_clear_error():
