@@ -1,7 +1,12 @@
+import functools
+import inspect
+
 import pytest
 
+from ratchet.core import tool as tool_module
 from ratchet.core.serialise import from_dict, to_dict
-from ratchet.core.tool import Tool, ToolCall, ToolError
+from ratchet.core.tool import Tool, ToolCall, ToolError, bind
+from ratchet.envs.choices import closed
 
 
 def transfer(amount: float, to: str, note: str = "") -> str:
@@ -157,3 +162,65 @@ def test_from_schema_fills_in_missing_properties_and_refuses_bad_schemas():
         Tool.from_schema("x", "X.", {"type": "object", "properties": 3}, str)
     with pytest.raises(ValueError, match="needs a name"):
         Tool.from_schema("", "X.", WEATHER, str)
+
+
+def deposit(ledger: "list[str]", amount: "float", to: str, note: str = "") -> "str":
+    """Move money to an account.
+
+    Args:
+        ledger: Where the transfer is written down.
+        amount: How much to send.
+        to: The receiving account id.
+        note: Optional memo.
+    """
+    ledger.append(f"{amount} to {to}")
+    return f"sent {amount} to {to}"
+
+
+def test_bind_publishes_the_function_without_its_first_parameter():
+    ledger: list[str] = []
+    bound = bind(deposit, ledger)
+    assert (bound.__name__, bound.__doc__) == ("deposit", deposit.__doc__)
+    assert list(inspect.signature(bound).parameters) == ["amount", "to", "note"]
+    assert bound.__annotations__ == {"amount": float, "to": str, "note": str, "return": str}
+    tool = Tool.from_function(bound, "transfer")
+    assert tool.schema() == Tool.from_function(transfer).schema()
+    assert tool({"amount": 3, "to": "acc-1"}) == "sent 3.0 to acc-1"
+    assert ledger == ["3.0 to acc-1"]
+
+
+def test_partial_with_update_wrapper_shows_the_first_parameter_which_bind_hides():
+    wrapped = functools.update_wrapper(functools.partial(deposit, []), deposit)
+    assert "ledger" in inspect.signature(wrapped).parameters
+    assert "ledger" not in inspect.signature(bind(deposit, [])).parameters
+
+
+def test_closed_narrows_one_binding_and_leaves_the_function_alone():
+    narrowed = closed(bind(deposit, []), to=["acc-1", "acc-2"])
+    plain = bind(deposit, [])
+    to = Tool.from_function(narrowed).parameters["properties"]["to"]
+    assert to["enum"] == ["acc-1", "acc-2"]
+    assert "enum" not in Tool.from_function(plain).parameters["properties"]["to"]
+    assert deposit.__annotations__["to"] is str
+    with pytest.raises(ToolError, match="bad arguments for deposit: to:"):
+        Tool.from_function(narrowed).validate({"amount": 1, "to": "acc-3"})
+
+
+def test_bindings_to_fresh_worlds_share_one_cached_spec():
+    Tool.from_function(bind(deposit, []))
+    cached = len(tool_module._SPECS)
+    for _ in range(3):
+        Tool.from_function(bind(deposit, []))
+    assert len(tool_module._SPECS) == cached
+
+
+def test_bind_refuses_a_function_without_a_positional_first_parameter():
+    def keyword_only(*, world: list[str]) -> None:
+        """Do nothing."""
+
+    def no_parameters() -> None:
+        """Do nothing."""
+
+    for fn in (keyword_only, no_parameters):
+        with pytest.raises(TypeError, match="no positional first parameter"):
+            bind(fn, [])

@@ -1,4 +1,6 @@
 import functools
+import hashlib
+import json
 import random
 import re
 
@@ -6,7 +8,7 @@ import pytest
 
 from fakes import describe_task
 from ratchet.core.task import Task, make_task
-from ratchet.core.tool import ToolCall, ToolError
+from ratchet.core.tool import Tool, ToolCall, ToolError
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.harness import replay
 from ratchet.envs.check import check_env
@@ -126,6 +128,18 @@ def test_store_generation_is_deterministic():
     assert rebuilt.orders == store(5).orders
     with pytest.raises(ValueError, match="db_seed must be in"):
         store(DB_SEEDS)
+
+
+@pytest.mark.parametrize(
+    ("db_seed", "digest"),
+    [(0, "1779e7b78b0ee9e8"), (63, "d7009c1a4267cdb4")],
+)
+def test_the_tool_schemas_the_agent_sees_are_pinned(db_seed, digest):
+    # A change here changes what every model is shown: on purpose, it bumps env.version.
+    world = World.open(db_seed)
+    schemas = json.dumps([Tool.from_function(fn).schema() for fn in make_tools(world)])
+    world.close()
+    assert hashlib.sha256(schemas.encode()).hexdigest()[:16] == digest
 
 
 def test_reset_shows_the_policy_and_fourteen_tools():

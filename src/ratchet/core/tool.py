@@ -3,7 +3,8 @@
 Two ways to make one: :meth:`Tool.from_function` reads a typed Python function (schema from
 the type hints, descriptions from the Google-style docstring, arguments validated by pydantic);
 :meth:`Tool.from_schema` wraps a function behind an existing JSON schema, such as an OpenAI or
-MCP tool definition (arguments validated by ``jsonschema``).
+MCP tool definition (arguments validated by ``jsonschema``). :func:`bind` fixes a function's
+first argument (the world it acts on), so tools can be module-level functions over the world.
 
 Tool authors: bound free-text arguments with ``Annotated[str, Field(max_length=...)]`` where a
 long value makes no sense; the ``local`` backend's constrained decoding then cannot run a reply
@@ -149,16 +150,19 @@ class Tool:
 
 _Spec = tuple[str, dict[str, Any], type[pydantic.BaseModel]]
 # Building a pydantic model costs about a millisecond, and sessions rebuild the same tools
-# (closures over a fresh world) every episode. The cache key holds everything the spec is made
-# from: the code, the name, and the signature (annotations and defaults are evaluated per
-# closure, so two closures of one factory with different ``Literal`` choices differ here).
+# (closures, or functions bound by bind(), over a fresh world) every episode. The cache key
+# holds everything the spec is made from: the code, the name, and the signature (annotations
+# and defaults are evaluated per closure, so two closures of one factory with different
+# ``Literal`` choices differ here). A bound function is keyed by the function it binds, so the
+# cache does not grow by one entry per episode.
 _SPECS: dict[tuple[object, str, str, str], _Spec] = {}
 
 
 def _spec(fn: Callable[..., Any], tool_name: str) -> _Spec:
     signature = inspect.signature(fn, eval_str=True)
     doc = inspect.getdoc(fn) or ""
-    key = (getattr(fn, "__code__", fn), tool_name, repr(signature), doc)
+    origin = fn.func if isinstance(fn, _Bound) else fn
+    key = (getattr(origin, "__code__", origin), tool_name, repr(signature), doc)
     if key not in _SPECS:
         _SPECS[key] = _build_spec(signature, doc, tool_name)
     return _SPECS[key]
@@ -243,3 +247,71 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
 def tools_from(*fns: Callable[..., Any]) -> list[Tool]:
     """Make a list of tools from plain typed functions."""
     return [Tool.from_function(fn) for fn in fns]
+
+
+def bind(fn: Callable[..., Any], first: Any) -> Callable[..., Any]:
+    """Fix the first argument of a tool function, such as the world it acts on.
+
+    Tools can then be module-level functions over the world, ``def put(store: Store, key: str)``,
+    bound per episode in the env's ``tools(world)``, instead of closures written inside it.
+    The result publishes the rest of ``fn``: its name, docstring, signature and annotations
+    without the first parameter (annotations evaluated, so ``from __future__ import annotations``
+    is fine), so :meth:`Tool.from_function` makes the same tool as from a closure without it,
+    and :func:`ratchet.envs.choices.closed` can narrow its annotations for this world alone.
+    (``functools.partial`` with ``update_wrapper`` cannot: ``inspect.signature`` follows its
+    ``__wrapped__`` back to ``fn`` and offers the first parameter again.)
+
+    Args:
+        fn: A typed function whose first parameter is positional.
+        first: The value of that parameter in every call.
+
+    Returns:
+        A callable taking the remaining arguments.
+
+    Raises:
+        TypeError: If ``fn`` has no positional first parameter.
+    """
+    return _Bound(fn, first)
+
+
+_EMPTY = inspect.Parameter.empty
+
+
+class _Bound:
+    """``fn`` with its first argument fixed; see :func:`bind`."""
+
+    __name__: str
+    __qualname__: str
+
+    def __init__(self, fn: Callable[..., Any], first: Any) -> None:
+        signature = inspect.signature(fn, eval_str=True)
+        parameters = list(signature.parameters.values())
+        positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        if not parameters or parameters[0].kind not in positional:
+            raise TypeError(f"cannot bind {fn.__qualname__}: it has no positional first parameter")
+        rest = parameters[1:]
+        self.func = fn
+        self.first = first
+        self.__name__ = fn.__name__
+        self.__qualname__ = fn.__qualname__
+        self.__module__ = fn.__module__
+        self.__doc__ = fn.__doc__
+        self.__annotations__ = {p.name: p.annotation for p in rest if p.annotation is not _EMPTY}
+        if signature.return_annotation is not _EMPTY:
+            self.__annotations__["return"] = signature.return_annotation
+        self._signature = signature.replace(parameters=rest)
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        # Read through __annotations__, so narrowing them (as closed() does) narrows the schema.
+        parameters = [
+            p.replace(annotation=self.__annotations__.get(p.name, p.annotation))
+            for p in self._signature.parameters.values()
+        ]
+        return self._signature.replace(parameters=parameters)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(self.first, *args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<{self.__qualname__} bound to a {type(self.first).__name__}>"

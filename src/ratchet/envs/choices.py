@@ -22,7 +22,9 @@ def closed(fn: Fn, **choices: Iterable[str]) -> Fn:
     annotation the tool's schema is built from, per world.
 
     Args:
-        fn: A tool function defined in the world's ``tools`` factory (a fresh closure).
+        fn: A tool function made fresh in the world's ``tools`` factory: a closure, or a
+            module-level function bound to the world with :func:`ratchet.core.tool.bind`
+            (never the module-level function itself, whose annotations every world shares).
         **choices: Per parameter name, its valid values (order kept, duplicates dropped).
 
     Returns:
