@@ -163,7 +163,10 @@ def run(row: Row, out: Path, fresh: bool) -> dict[str, Any]:
     # recorded beside it, is the code that ran), so only the settings it has are compared.
     stored = _flat(summary.get("config", {}))
     wanted = _flat(to_dict(row.config))
-    changed = sorted(k for k in wanted.keys() & stored.keys() if stored[k] != wanted[k])
+    # Deprecated lever settings (None now, their values moved to lever options) are not
+    # settings the row changed.
+    moved = {f.name for f in dataclasses.fields(ImproveConfig) if "moved" in f.metadata}
+    changed = sorted(k for k in wanted.keys() & stored.keys() - moved if stored[k] != wanted[k])
     if changed:
         print(
             f"[{row.name}] {directory} ran with other settings than the row "

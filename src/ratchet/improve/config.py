@@ -18,16 +18,13 @@ from ratchet.engine.harness import Budget
 from ratchet.engine.rollout import RolloutConfig
 from ratchet.improve.explore import SearchConfig
 from ratchet.improve.gate import GateConfig
-from ratchet.improve.levers import BUILTIN
+from ratchet.improve.levers import BUILTIN, WEIGHT_LEVERS
 from ratchet.improve.levers.options import checked_lever_options, parse_lever_options
 
 EXPLORE_MODES = ("auto", "off")
 """The values of :attr:`ImproveConfig.explore`."""
 
 CPU_ROLLOUT = RolloutConfig(concurrency=16, budget=Budget(max_turns=None))
-
-_WEIGHT_LEVERS = ("rft", "pairs", "grpo", "demos")
-"""The levers that train weights: :attr:`ImproveConfig.train_steps` is their ``steps``."""
 
 
 @dataclass(frozen=True)
@@ -113,7 +110,7 @@ class ImproveConfig:
         metadata={"flag": "--lever-option", "metavar": "LEVER.FIELD=VALUE",
                   "parse": parse_lever_options},
     )  # fmt: skip
-    learning_rate: float | None = field(default=None, metadata={"moved": _WEIGHT_LEVERS})
+    learning_rate: float | None = field(default=None, metadata={"moved": WEIGHT_LEVERS})
     beta: float | None = field(default=None, metadata={"moved": ("pairs", "grpo")})
     chosen_nll_weight: float | None = field(default=None, metadata={"moved": ("pairs",)})
     anchor_weight: float | None = field(default=None, metadata={"moved": ("pairs",)})
@@ -193,7 +190,7 @@ class ImproveConfig:
         """
         return {
             lever: {
-                **({"steps": self.train_steps} if lever in _WEIGHT_LEVERS else {}),
+                **({"steps": self.train_steps} if lever in WEIGHT_LEVERS else {}),
                 **self.lever_options.get(lever, {}),
             }
             for lever in self.levers

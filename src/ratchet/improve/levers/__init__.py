@@ -35,7 +35,7 @@ BUILTIN: dict[str, Callable[..., Lever]] = {
 
 # The built-in levers that train the model's weights: a run whose model cannot be trained
 # here (a served model without its weights, a scripted one) leaves them out.
-WEIGHT_LEVERS = frozenset({"rft", "pairs", "grpo", "demos"})
+WEIGHT_LEVERS = ("rft", "pairs", "grpo", "demos")
 
 __all__ = [
     "BUILTIN",
