@@ -579,7 +579,9 @@ def test_a_run_of_no_rounds_is_refused_before_anything_runs():
 
 def test_a_model_that_cannot_be_trained_leaves_the_weight_levers_out_and_says_so(tmp_path):
     lines = []
-    config = replace(CONFIG, levers=("exemplars", "rft"), rounds=1)
+    config = replace(
+        CONFIG, levers=("exemplars", "rft"), rounds=1, lever_options={"rft": {"steps": 5}}
+    )
     summary = improve(config, env, tmp_path, lambda a, d: learning_model(), log=lines.append)
     assert summary["levers"] == ["exemplars"]
     assert [c["lever"] for c in summary["rounds"][0]["candidates"]] == ["exemplars"]

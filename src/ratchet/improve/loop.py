@@ -214,7 +214,8 @@ def _trainable(
     if not kept:
         raise ValueError(f"no lever of {', '.join(config.levers)} can run: {why}")
     log(f"left out the weight lever(s) {', '.join(weight_levers)}: {why}")
-    return replace(config, levers=kept)
+    options = {lever: values for lever, values in config.lever_options.items() if lever in kept}
+    return replace(config, levers=kept, lever_options=options)
 
 
 def _levers(config: ImproveConfig, levers: Sequence[Lever] | None) -> list[Lever]:
