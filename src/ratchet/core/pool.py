@@ -156,3 +156,8 @@ class TaskPool:
                     owned.add(task.problem)
                     built[split].append(task)
         return built
+
+
+def dropped_text(dropped: dict[Split, int]) -> str:
+    """:meth:`TaskPool.dropped`'s counts for a warning: ``"2 from train, 1 from probe"``."""
+    return ", ".join(f"{count} from {split}" for split, count in reversed(dropped.items()))

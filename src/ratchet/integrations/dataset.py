@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from ratchet.core.env import FINISH, SimpleEnv
-from ratchet.core.pool import TaskPool
+from ratchet.core.pool import TaskPool, dropped_text
 from ratchet.core.task import SPLITS, Split, Task, TaskSpec, canonical_key, split_of
 from ratchet.core.tool import Tool, ToolCall
 from ratchet.core.verdict import Verdict
@@ -200,10 +200,9 @@ def _warn_repeats(name: str, pool: TaskPool) -> None:
     """Warn :class:`RepeatedRows` with how many rows each split loses to a more held-out one."""
     dropped = pool.dropped()
     if dropped:
-        lost = ", ".join(f"{count} from {split}" for split, count in reversed(dropped.items()))
         warnings.warn(
             f"dataset {name}: {sum(dropped.values())} rows repeated across splits were dropped "
-            f"from the less held-out split (test over probe over train): {lost}",
+            f"from the less held-out split (test over probe over train): {dropped_text(dropped)}",
             RepeatedRows,
             stacklevel=3,
         )

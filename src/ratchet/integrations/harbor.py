@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from ratchet.core.env import FINISH, SimpleEnv
-from ratchet.core.pool import TaskPool
+from ratchet.core.pool import TaskPool, dropped_text
 from ratchet.core.task import (
     SPLITS,
     ProblemKey,
@@ -339,11 +339,10 @@ def _pool(
     )
     dropped = pool.dropped(problem_key)
     if dropped:
-        lost = ", ".join(f"{count} from {split}" for split, count in reversed(dropped.items()))
         warnings.warn(
             f"Harbor tasks of {name}: {sum(dropped.values())} tasks are the same problem (same "
             "instruction and solution) as tasks of a more held-out split and were dropped "
-            f"(test over probe over train): {lost}",
+            f"(test over probe over train): {dropped_text(dropped)}",
             RepeatedTasks,
             stacklevel=3,
         )
