@@ -68,7 +68,12 @@ class Row:
 
 def _slug(env: str) -> str:
     """A row's directory name for ``env``: the name, or ``forged-NAME`` for a forged env."""
-    return f"forged-{Path(env.split(':')[0]).parent.name}" if env in FORGED else env
+    return f"forged-{_env_file(env).parent.name}" if env in FORGED else env
+
+
+def _env_file(reference: str) -> Path:
+    """The file an env reference ``path/to/file.py:attr`` names."""
+    return Path(reference.rpartition(":")[0])
 
 
 def forged_rows(seeds: Iterable[int]) -> list[Row]:
@@ -142,11 +147,11 @@ def run(row: Row, out: Path, fresh: bool) -> dict[str, Any]:
         shutil.rmtree(directory)
     if fresh or not summary_file.exists():
         resume = (directory / "ratchet.db").exists()
-        if row.env in FORGED and not Path(row.env.split(":")[0]).exists():
-            source = FORGED[row.env]
-            target = Path(row.env.split(":")[0]).parent
+        env_file = _env_file(row.env)
+        if row.env in FORGED and not env_file.exists():
             ratchet = Path(sys.executable).parent / "ratchet"
-            subprocess.run([str(ratchet), "forge", source, "--out", str(target)], check=True)
+            forge = [str(ratchet), "forge", FORGED[row.env], "--out", str(env_file.parent)]
+            subprocess.run(forge, check=True)
         started = time.perf_counter()
         improve(
             row.config,
