@@ -76,7 +76,7 @@ def main() -> None:
     env_ref = experience[0].task.env
     env = load_env_reference(env_ref)
     seen = {problem_key_of(env)(t.task.params) for t in experience}
-    tasks = draw(env_ref, [args.level], args.tasks, args.seed + 4343, seen)
+    tasks = draw(env_ref, [args.level], [args.tasks], args.seed + 4343, seen)
     agent, directory = load_agent(str(args.run / "agents" / args.agent))
     adapter = agent.adapter_path(directory)
     model = make_model("local", adapter=None if adapter is None else str(adapter))

@@ -33,12 +33,14 @@ from ratchet.envs.registry import load_env_reference
 from ratchet.improve.levers.demos import from_oracle
 
 
-def draw(env_ref: str, levels: list[int], n: int, seed: int, avoid: set[str]) -> list[Task]:
-    """``n`` training-split tasks per level whose problems are not in ``avoid``."""
+def draw(
+    env_ref: str, levels: list[int], counts: list[int], seed: int, avoid: set[str]
+) -> list[Task]:
+    """``counts[i]`` training-split tasks of ``levels[i]`` whose problems are not in ``avoid``."""
     env = load_env_reference(env_ref)
     key = problem_key_of(env)
     tasks = []
-    for level in levels:
+    for level, n in zip(levels, counts, strict=True):
         drawn = env.tasks("train", n + len(avoid), seed=seed, difficulty=level)
         tasks += [t for t in drawn if key(t.params) not in avoid][:n]
     return tasks
@@ -60,10 +62,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="calc")
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--demos", type=int, default=48, help="demonstrations per level")
+    parser.add_argument(
+        "--demos",
+        type=int,
+        nargs="+",
+        default=[48],
+        help="demonstrations per level: one count for every level, or one count per level",
+    )
     parser.add_argument("--eval", type=int, default=24, help="evaluation tasks per level")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument(
+        "--length-exponent",
+        type=float,
+        default=0.5,
+        help="how batches share out over episode lengths, as rft's length_exponent",
+    )
     parser.add_argument("--max-reply-tokens", type=int, default=96)
     parser.add_argument("--max-turns", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
@@ -72,9 +86,16 @@ def main() -> None:
 
     env = load_env_reference(args.env)
     key = problem_key_of(env)
-    demo_tasks = draw(args.env, args.levels, args.demos, args.seed, set())
+    counts = args.demos * len(args.levels) if len(args.demos) == 1 else args.demos
+    if len(counts) != len(args.levels):
+        parser.error(f"--demos takes one count or one per level ({len(args.levels)})")
+    demo_tasks = draw(args.env, args.levels, counts, args.seed, set())
     eval_tasks = draw(
-        args.env, args.levels, args.eval, args.seed + 1000, {key(t.params) for t in demo_tasks}
+        args.env,
+        args.levels,
+        [args.eval] * len(args.levels),
+        args.seed + 1000,
+        {key(t.params) for t in demo_tasks},
     )
     base = Agent(max_turns=args.max_turns)
     demos = [t for t in from_oracle(env, demo_tasks, base) if t.passed]
@@ -86,7 +107,14 @@ def main() -> None:
         print(f"base:    {rates(played, args.levels)}  [{time.perf_counter() - started:.0f} s]")
     with tempfile.TemporaryDirectory() as work:
         out = Path(work) / "adapter"
-        settings = LoraSettings(args.steps, 4, args.learning_rate, 16, seed=args.seed)
+        settings = LoraSettings(
+            args.steps,
+            4,
+            args.learning_rate,
+            16,
+            seed=args.seed,
+            length_exponent=args.length_exponent,
+        )
         started = time.perf_counter()
         with progress_bars() as progress:
             result = LocalTrainer().sft(demos, out, settings, progress)

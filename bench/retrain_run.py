@@ -122,7 +122,7 @@ def main() -> None:
     print(f"{args.run}: {len(successes)} verified successes ({counts})")
 
     seen = {problem_key_of(env)(t.task.params) for t in experience}
-    tasks = draw(env_ref, levels, args.eval, args.seed + 4242, seen)
+    tasks = draw(env_ref, levels, [args.eval] * len(levels), args.seed + 4242, seen)
 
     agent, directory = load_agent(str(args.run / "agents" / args.agent))
     if args.compare is not None:
