@@ -66,9 +66,8 @@ def check(
         list[str] | None,
         typer.Option(
             metavar='CHECK="REASON"',
-            help="Accept a red-team finding knowingly, with the reason (e.g. --accept 'hedged "
-            "answer=the benchmark scores by substring'); repeatable. It is reported as accepted, "
-            "never hidden; declare accepted_findings on the env to carry it into improve runs.",
+            help="Accept a red-team finding knowingly, with the reason (repeatable; reported as "
+            "accepted, never hidden).",
         ),
     ] = None,
 ) -> None:

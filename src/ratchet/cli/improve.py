@@ -53,8 +53,12 @@ PANELS = {
 }  # fmt: skip
 """The ``--help`` panel of each option of ``ratchet improve``; the rest are under Advanced."""
 
+HELPS = {"max_turns": "Model calls before an episode is truncated (unset: max_difficulty plus 2)."}
+"""Help texts of ``ratchet improve`` that differ from the config docstrings' (see
+:meth:`ImproveConfig.budget`)."""
 
-@with_options(config_options(ImproveConfig, exclude=("env",)), PANELS, "Advanced")
+
+@with_options(config_options(ImproveConfig, exclude=("env",), helps=HELPS), PANELS, "Advanced")
 def improve(
     env_ref: EnvRef,
     options: dict[str, Any],

@@ -141,6 +141,7 @@ def config_options(
     exclude: Collection[str] = (),
     defaults: dict[str, Any] | None = None,
     flags: dict[str, str] | None = None,
+    helps: Mapping[str, str] | None = None,
 ) -> list[inspect.Parameter]:
     """Typer options, one per leaf field of config dataclass ``cls`` (nested ones flattened).
 
@@ -149,6 +150,8 @@ def config_options(
         exclude: Field names not to offer (e.g. the ones a command sets itself).
         defaults: Defaults that replace the dataclass's for this command.
         flags: Flags other than ``--field-name`` (e.g. ``{"n": "-n"}``).
+        helps: Help texts that replace the docstring's for this command, where the command
+            gives the field a meaning of its own (e.g. its own default when unset).
     """
     parameters = []
     leaves = _leaves(cls)
@@ -164,7 +167,7 @@ def config_options(
         if isinstance(default, tuple):
             default = ",".join(default)
         flag = flag_of[name]
-        help_text = _in_flags(help_text, flag_of)
+        help_text = _in_flags((helps or {}).get(name, help_text), flag_of)
         if kind is bool and default is True and name not in (flags or {}):
             flag = f"{flag}/--no-{flag[2:]}"  # an option that is on says how to turn it off
         option = typer.Option(
@@ -375,8 +378,8 @@ EnvRef = Annotated[
     str,
     typer.Argument(
         metavar="ENV",
-        help="Env name (e.g. calc), package.module:attr or path/to/file.py:attr; several joined "
-        "by commas (calc,grid) make one suite, its tasks drawn evenly from each.",
+        help="Env name (e.g. calc), package.module:attr or path/to/file.py:attr, or several "
+        "joined by commas as one suite (calc,grid).",
     ),
 ]
 BaseUrl = Annotated[str | None, typer.Option(help="Server URL for openai models.")]
@@ -389,10 +392,8 @@ RayAddress = Annotated[
     typer.Option(
         "--ray",
         metavar="ADDRESS",
-        help="Run episodes in Ray actors: local (a private Ray instance started here, even when "
-        "RAY_ADDRESS is set or a cluster runs on this machine), auto (join the cluster RAY_ADDRESS "
-        "names, else the last `ray start` here) or a cluster's address (HOST:PORT, "
-        "ray://HOST:10001).",
+        help="Run episodes in Ray actors: local (a private Ray instance), auto (the cluster "
+        "RAY_ADDRESS names, else the last one started here) or a cluster's address.",
     ),
 ]
 RayWorkers = Annotated[int, typer.Option(min=1, help="Ray env worker actors (with --ray).")]

@@ -55,11 +55,10 @@ class Budget:
     """Budgets for one episode.
 
     Attributes:
-        max_turns: Model calls before the episode is truncated (``None``: the agent's own).
+        max_turns: Model calls before an episode is truncated (unset: the agent's own).
         max_episode_tokens: Generated tokens, summed over turns, before truncation.
-        timeout_s: Seconds of work (the model's own generation time and the env's steps)
-            before truncation; time spent queued behind other episodes' model calls does not
-            count, so a loaded machine slows episodes down instead of cutting them short.
+        timeout_s: Seconds of an episode's own generation and env steps (not time queued
+            behind other episodes) before truncation.
     """
 
     max_turns: int | None = None

@@ -92,10 +92,8 @@ class RolloutConfig:
 
     Attributes:
         concurrency: Episodes in flight at once (a local model's largest batch).
-        max_reply_tokens: Cap on tokens per model reply. A local model that constrains its
-            replies fits each one's cap below it: the smallest of 48, 64, 96, 128, 192 and 256
-            tokens at which a call of every tool offered fits (grid and calc 48, files 64, shop
-            96; see docs/models.md).
+        max_reply_tokens: Cap on tokens per model reply, which a local model that constrains
+            its replies lowers to what the tools offered need (docs/models.md).
         budget: Per-episode turn, token and time budgets.
         context: What prompts leave out when they outgrow the model's context window.
     """

@@ -10,10 +10,10 @@ class ForgeConfig:
     """How an env is forged and validated.
 
     Attributes:
-        max_difficulty: Highest difficulty level forged: a level-d task takes d state-changing
+        max_difficulty: Highest difficulty level forged, a level-d task taking d state-changing
             calls (a question, one read, is level 1).
         tasks_per_level: Tasks kept per difficulty level (fewer where the walks run out of
-            distinct problems); about a tenth of them land in each held-out split.
+            distinct problems), about a tenth of them in each held-out split.
         question_share: Share of level-1 walks that are one read, a question whose answer is
             the value read.
         seed: Seed of the walks (and of the model's task draws on the spec route).

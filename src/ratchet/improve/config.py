@@ -32,45 +32,36 @@ class ImproveConfig:
     """Settings of one improvement run (saved with it; a resumed run must match).
 
     Attributes:
-        env: Env name (or ``module:attr`` / ``file.py:attr`` reference), or several joined by
-            commas: one suite of those envs (``calc,grid``; see docs/improve.md).
-        model: Model reference of the base agent.
-        levers: Levers to try each round, by name, in order: exemplars (verified episodes as
-            demonstrations), insights (rules from a reflector), rft (LoRA fine-tuning on
-            verified successes), pairs (DPO on the action that parted a success from a failure
-            of the same task), grpo (group-relative policy updates over each task's samples;
-            follows rft), demos (fine-tuning on outside demonstrations: privileged, never
-            counted as self-improvement), skills (tool-call procedures offered as tools), prompt
-            (system prompt and guidance evolved by reflection), tasks (practice tasks aimed at
-            the agent's failures).
+        env: Env name, ``module:attr`` or ``file.py:attr``, or several joined by commas as
+            one suite (``calc,grid``).
+        model: Model of the base agent: ``local``, ``local:PATH``, ``openai:NAME`` or ``fake``.
+        levers: Levers to try each round, in order (exemplars, insights, rft, pairs, grpo,
+            demos, skills, prompt, tasks; see docs/improve.md#levers).
         rounds: Rounds to run.
         train_tasks: Training tasks per round.
         train_k: Samples per training task (exploration).
         probe_tasks: Probe tasks drawn fresh each round for the gate.
         probe_k: Samples per probe task.
-        test_tasks: Held-out test tasks (base and final are measured on them; no decision is).
+        test_tasks: Held-out test tasks that measure the base and final agents (no decision
+            uses them).
         test_k: Samples per test task.
         max_difficulty: Highest difficulty practised, probed and tested.
-        probe_all_levels: Probe every level up to ``max_difficulty`` each round; unset: only
-            the levels the curriculum has open (the work being practised, so a gain there is
-            not diluted by levels no candidate can reach yet). Test always covers every level.
+        probe_all_levels: Probe every level up to ``max_difficulty`` each round, not only the
+            levels the curriculum has opened.
         temperature: Sampling temperature of the agents (probe and test episodes).
         explore: How training tasks are explored: ``auto`` samples each task ``train_k``
-            times, then searches the ones no sample solved (branching from the states their
-            episodes reached, with proposal strategies chosen by their measured yield; see
-            docs/improve.md); ``off`` only samples.
-        seed: Master seed: tasks, samples, training.
-        reflector: Model reference for levers that reflect on experience (default: the agent's).
+            times and searches the unsolved ones, ``off`` only samples.
+        seed: Master seed of tasks, samples and training.
+        reflector: Model for levers that reflect on experience (default: the agent's).
         curve: Test every newly accepted version too, for the learning curve.
-        train_steps: Optimiser steps of each weight-lever proposal (rft, pairs, grpo, demos):
-            the run's training budget; a lever option (``rft.steps=N``) overrides it for one.
-        weights: For a served model (openai:NAME), its Hugging Face weights: weight levers
-            train adapters from them and register them on the server (dynamic LoRA).
-        experience: A store whose verified training episodes join the experience: recorded
-            traffic with feedback (ratchet serve) and train episodes of this env.
-        lever_options: Settings of the run's levers, each ``LEVER.FIELD=VALUE``: any field of
-            a lever's dataclass, e.g. ``pairs.beta=0.1`` (repeatable; from Python
-            ``{"pairs": {"beta": 0.1}}``; see docs/improve.md#lever-options).
+        train_steps: Optimiser steps of each weight-lever proposal (a lever option such as
+            ``rft.steps=N`` overrides it for one lever).
+        weights: Hugging Face weights of a served model (``openai:NAME``), from which the
+            weight levers train adapters and register them on the server.
+        experience: A store whose verified training episodes join the experience (recorded
+            ``ratchet serve`` traffic with feedback, or train episodes of this env).
+        lever_options: A lever's setting as ``LEVER.FIELD=VALUE``, e.g. ``pairs.beta=0.1``
+            (repeatable; see docs/improve.md#lever-options).
         learning_rate: Deprecated (goes in the next release): ``learning_rate`` of each
             weight lever in the run, as lever options.
         beta: Deprecated (goes in the next release): ``pairs.beta`` and ``grpo.beta``.
@@ -78,11 +69,11 @@ class ImproveConfig:
         anchor_weight: Deprecated (goes in the next release): ``pairs.anchor_weight``.
         train_length_exponent: Deprecated (goes in the next release): ``rft.length_exponent``.
         demos: Deprecated (goes in the next release): ``demos.source``.
-        rollout: Concurrency, reply cap and per-episode budgets (``max_turns`` unset means
-            the highest difficulty plus two).
+        rollout: Concurrency, reply cap and per-episode budgets (``max_turns`` unset is
+            ``max_difficulty`` plus two).
         gate: The gate's error budget and regression budget.
-        search: The explorer's research knobs (from Python only; see
-            :class:`~ratchet.improve.explore.SearchConfig`).
+        search: The explorer's research knobs, set from Python only
+            (:class:`~ratchet.improve.explore.SearchConfig`).
     """
 
     env: str

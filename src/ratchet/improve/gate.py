@@ -56,14 +56,12 @@ class GateConfig:
     """When to accept a candidate.
 
     Attributes:
-        alpha: Largest chance that a whole run accepts a candidate no better than its
-            incumbent; each round spends an equal share, split among its candidates by Holm.
+        alpha: Largest chance that a run accepts a candidate no better than its incumbent,
+            shared equally by the rounds and split among a round's candidates by Holm.
         flip_budget: Largest share of the paired probe episodes that may turn from pass to fail
-            in an accepted candidate; one such flip is always tolerated, since a single sampled
-            failure is indistinguishable from noise.
-        retest_k: Fresh paired samples per flipped task when flips alone would reject a
-            candidate: a flip then counts only if the candidate passes that task fewer times
-            than the incumbent on them; 0 counts every flip.
+            in an accepted candidate (one flip is always tolerated).
+        retest_k: Fresh paired samples of each flipped task when flips alone would reject a
+            candidate (0: every flip counts).
         resamples: Monte-Carlo sign flips when there are too many tasks to enumerate.
     """
 

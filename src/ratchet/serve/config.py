@@ -14,17 +14,16 @@ class ServeConfig:
         host: Interface to listen on.
         port: Port to listen on.
         store: Store directory that records every conversation.
-        env: Env whose exemplars are retrieved for incoming conversations, and recorded as
-            their env (default: the env most of the agent's exemplars come from).
+        env: Env whose exemplars are retrieved for incoming conversations and recorded as
+            theirs (default: the env most of the agent's exemplars come from).
         memory: Apply the agent's memory (system prompt, insights, exemplars) to incoming
-            conversations; with --no-memory the bare model is served, as vLLM would.
+            conversations (off: the bare model is served, as vLLM would).
         max_tokens: Reply cap when a request sets none.
-        api_key_env: Environment variable holding the API key clients must send as
-            'Authorization: Bearer KEY' (several keys: comma-separated; each client's
-            conversations belong to its key). Unset: no key needed.
+        api_key_env: Environment variable holding the comma-separated API keys that clients
+            send as 'Authorization: Bearer KEY' (unset: no key needed).
         max_body_mb: Largest request body accepted, in MiB (a larger one gets 413 unread).
-        lora_root: Directory that adapters may be loaded from at run time
-            (/v1/load_lora_adapter); unset: loading adapters at run time is off.
+        lora_root: Directory that /v1/load_lora_adapter may load adapters from (unset:
+            loading adapters at run time is off).
         max_loras: Most adapters loaded beside the served model at once.
     """
 

@@ -1,9 +1,12 @@
 """DPO and GRPO training on a tiny random model: what the losses do to the policy."""
 
+import io
 import math
 from dataclasses import replace
 
 import pytest
+from rich.console import Console
+from rich.progress import Progress
 
 from fakes import CharTokenizer
 from ratchet.core.task import Task
@@ -266,3 +269,51 @@ def test_grpo_clipping_stops_the_push_once_the_ratio_leaves_the_range(tmp_path):
             return float(token_logps(model, [(good.input_ids, good.action_mask)])[0].sum())
 
     assert moved(0.05) < moved(10.0)
+
+
+class WatchedProgress(Progress):
+    """A silent progress display that records each bar's count after every advance."""
+
+    def __init__(self):
+        super().__init__(console=Console(file=io.StringIO()), disable=True)
+        self.advances = []
+
+    def advance(self, task_id, advance=1):
+        super().advance(task_id, advance)
+        task = self._tasks[task_id]
+        self.advances.append((task.description, task.completed, task.total))
+
+
+def test_dpo_reads_the_reference_with_its_own_bar_before_the_training_bar(tmp_path):
+    examples = [
+        PairExample([3, 4, 5], [10, 11], [20]),
+        PairExample([7, 8], [30], [40]),
+        PairExample([6], [12], [13, 14]),
+    ]
+    settings = LoraSettings(steps=1, batch_size=2, learning_rate=5e-3, rank=4)
+    progress = WatchedProgress()
+    with progress:
+        train_dpo(tiny_model(), examples, tmp_path / "a", settings, progress=progress)
+    # Each side (chosen, then rejected) in batches of two: 2 + 1 + 2 + 1 of 6 sequences.
+    assert progress.advances == [
+        ("reference", 2, 6),
+        ("reference", 3, 6),
+        ("reference", 5, 6),
+        ("reference", 6, 6),
+    ]
+    reference, training = progress.tasks
+    assert reference.finished
+    assert training.description.startswith("training (dpo)") and training.completed == 1
+
+
+def test_grpo_reads_the_reference_with_its_own_bar_before_the_training_bar(tmp_path):
+    examples = [ScoredExample([3, 4, 5, 10 + i], [0, 0, 0, 1], 1.0 - i) for i in range(3)]
+    settings = LoraSettings(steps=1, batch_size=2, learning_rate=5e-3, rank=4)
+    progress = WatchedProgress()
+    with progress:
+        train_grpo(tiny_model(), examples, tmp_path / "g", settings, progress=progress)
+    assert progress.advances == [("reference", 2, 3), ("reference", 3, 3)]
+    assert [task.description.split(" (")[0] for task in progress.tasks] == [
+        "reference",
+        "training",
+    ]

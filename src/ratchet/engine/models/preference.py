@@ -180,15 +180,42 @@ def token_logps(model: Any, batch: Sequence[Sequence_], pad_id: int = 0) -> list
     return list(torch.split(picked.squeeze(1), counts))
 
 
-def _reference(model: Any, sequences: Sequence[Sequence_], batch_size: int) -> list[Any]:
-    """Token log-probabilities of every sequence under ``model`` as it is now (no gradients)."""
+def reference_logps(
+    model: Any,
+    sides: Sequence[Sequence[Sequence_]],
+    batch_size: int,
+    progress: Progress | None = None,
+) -> list[list[Any]]:
+    """Token log-probabilities of every sequence under ``model`` as it is now (no gradients).
+
+    This pass over every pair or episode comes before the first training step and takes
+    minutes on a loaded CPU, so it has its own bar, ``reference``, counting the sequences read.
+
+    Args:
+        model: The policy at its start, the reference.
+        sides: Lists of sequences (DPO's chosen and rejected sides, GRPO's one list), each read
+            in batches of its own.
+        batch_size: Sequences read at once.
+        progress: Progress display to add the ``reference`` bar to, or ``None``.
+
+    Returns:
+        For each side, a 1-D tensor per sequence (see :func:`token_logps`).
+    """
     import torch
 
+    total = sum(len(side) for side in sides)
+    bar = None if progress is None else progress.add_task("reference", total=total)
     model.eval()
-    found: list[Any] = []
+    found: list[list[Any]] = []
     with torch.no_grad():
-        for start in range(0, len(sequences), batch_size):
-            found.extend(token_logps(model, sequences[start : start + batch_size]))
+        for side in sides:
+            logps: list[Any] = []
+            for start in range(0, len(side), batch_size):
+                batch = side[start : start + batch_size]
+                logps.extend(token_logps(model, batch))
+                if progress is not None and bar is not None:
+                    progress.advance(bar, len(batch))
+            found.append(logps)
     model.train()
     return found
 
@@ -208,9 +235,10 @@ class Objective(Generic[D, E]):
         label: The progress bar's label.
         tokenize: ``tokenize(tokenizer, item, max_tokens, render)``: one data item tokenised as
             ``render`` prompts the model, or ``None`` where it does not fit.
-        loss: ``loss(examples, settings, trainable, rng)``: a function from the step number to
-            that step's loss, built once per run (the reference's log-probabilities are
-            computed then).
+        loss: ``loss(examples, settings, trainable, rng, progress)``: a function from the step
+            number to that step's loss, built once per run (the reference's log-probabilities
+            are computed then, with their own bar on ``progress``; see
+            :func:`reference_logps`).
         usable: Whether tokenised items leave something to train on (default: any at all);
             DPO's anchors alone do not.
         micro_batches: ``micro_batches(examples, settings)``: the parts a step's loss comes in,
@@ -219,7 +247,7 @@ class Objective(Generic[D, E]):
 
     label: str
     tokenize: Callable[[Any, D, int, Render], E | None]
-    loss: Callable[[Sequence[E], LoraSettings, Any, random.Random], Loss]
+    loss: Callable[[Sequence[E], LoraSettings, Any, random.Random, Progress | None], Loss]
     usable: Callable[[Sequence[E]], bool] = bool
     micro_batches: Callable[[Sequence[E], LoraSettings], int] = lambda _, s: s.batch_size
 
@@ -244,7 +272,7 @@ class Objective(Generic[D, E]):
             progress: Progress display, or ``None``.
         """
         trainable = lora_model(model, settings, start)
-        loss = self.loss(examples, settings, trainable, random.Random(settings.seed))
+        loss = self.loss(examples, settings, trainable, random.Random(settings.seed), progress)
         parts = self.micro_batches(examples, settings)
         losses = optimise(trainable, loss, settings, progress, self.label, parts)
         trainable.save_pretrained(str(out))
@@ -256,6 +284,7 @@ def _dpo_loss(
     settings: LoraSettings,
     trainable: Any,
     rng: random.Random,
+    progress: Progress | None,
 ) -> Loss:
     import torch
 
@@ -265,8 +294,8 @@ def _dpo_loss(
     chosen = [e.sequences()[0] for e in pairs]
     rejected = [e.sequences()[1] for e in pairs]
     reference = [
-        torch.stack([logps.sum() for logps in _reference(trainable, side, settings.batch_size)])
-        for side in (chosen, rejected)
+        torch.stack([logps.sum() for logps in side])
+        for side in reference_logps(trainable, (chosen, rejected), settings.batch_size, progress)
     ]
 
     def loss(step: int) -> Iterator[Any]:
@@ -296,12 +325,16 @@ def _dpo_micro_batches(examples: Sequence[PairExample | Example], settings: Lora
 
 
 def _grpo_loss(
-    examples: Sequence[ScoredExample], settings: LoraSettings, trainable: Any, rng: random.Random
+    examples: Sequence[ScoredExample],
+    settings: LoraSettings,
+    trainable: Any,
+    rng: random.Random,
+    progress: Progress | None,
 ) -> Loss:
     import torch
 
     sequences = [(e.input_ids, e.action_mask) for e in examples]
-    reference = _reference(trainable, sequences, settings.batch_size)
+    [reference] = reference_logps(trainable, (sequences,), settings.batch_size, progress)
 
     def loss(step: int) -> Iterator[Any]:
         picked = rng.choices(range(len(examples)), k=settings.batch_size)
