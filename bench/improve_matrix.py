@@ -62,8 +62,14 @@ class Row:
     @property
     def name(self) -> str:
         demos = "-demos" if "demos" in self.config.levers else ""
+        level_one = "-level1" if is_level_one(self.env, self.config.max_difficulty) else ""
         seed = f"-seed{self.config.seed}" if self.config.seed else ""
-        return f"{_slug(self.env)}{demos}{seed}"
+        return f"{_slug(self.env)}{demos}{level_one}{seed}"
+
+
+def is_level_one(env: str, max_difficulty: int) -> bool:
+    """Whether a built-in env's row practises level 1 only: ``ratchet improve ENV`` as it is."""
+    return env not in FORGED and max_difficulty == 1
 
 
 def _slug(env: str) -> str:
@@ -79,6 +85,12 @@ def _env_file(reference: str) -> Path:
 def forged_rows(seeds: Iterable[int]) -> list[Row]:
     """The forged envs' rows: ``ratchet improve forged/NAME/env.py:env`` with every default."""
     return [Row(env, ImproveConfig(env=env, seed=seed)) for seed in seeds for env in FORGED]
+
+
+def level_one_rows(seeds: Iterable[int]) -> list[Row]:
+    """``ratchet improve ENV`` with no option at all (level 1), on grid: the issue's check that
+    the defaults compose where one call and ``finish`` solve a task."""
+    return [Row("grid", ImproveConfig(env="grid", seed=seed)) for seed in seeds]
 
 
 def rows(demos: bool, seeds: Iterable[int] = (0,)) -> list[Row]:
@@ -194,7 +206,7 @@ def _commit() -> str:
 
 
 def carried_over(row: Row, out: Path) -> dict[str, Any] | None:
-    """``row``'s record in docs/results.json (same env, seed and privilege) on this env version.
+    """``row``'s record in docs/results.json (same env, seed, privilege and level-one-ness).
 
     A record measured with settings the row has since changed keeps the command it ran, as a
     run read from ``out`` does (see :func:`run`); one measured on another env version is kept
@@ -208,10 +220,16 @@ def carried_over(row: Row, out: Path) -> dict[str, Any] | None:
     except EnvLoadError:
         version = None  # a forged env not forged in this checkout: its rows stay as they ran
     for old in json.loads(path.read_text())["rows"]:
-        same_row = (old["env"], old.get("seed", 0), bool(old["privileged"])) == (
+        same_row = (
+            old["env"],
+            old.get("seed", 0),
+            bool(old["privileged"]),
+            is_level_one(old["env"], old["max_difficulty"]),
+        ) == (
             row.env,
             row.config.seed,
             "demos" in row.config.levers,
+            is_level_one(row.env, row.config.max_difficulty),
         )
         if not same_row:
             continue
@@ -270,14 +288,19 @@ def record(row: Row, summary: dict[str, Any], directory: Path) -> dict[str, Any]
 
 
 REPORTING_SEEDS = (3, 4, 5)  # the seeds the headline reports; defaults are chosen on 0-2 only
+LEVEL_ONE_GOAL = 0.60  # final test pass@1 of `ratchet improve grid` as it is (on the page)
 LEVEL2_GOAL = 0.30  # pooled level-2 test pass@1 the headline aims for (stated on the page)
 
 
 def is_default(record: dict[str, Any]) -> bool:
     """Whether a row ran the default command: ``ratchet improve ENV --max-difficulty N`` only."""
     top = 3 if record["env"] == "calc" else 2
-    bare = re.sub(r" --(seed|out) \S+", "", record["command"])
-    return bare == f"ratchet improve {record['env']} --max-difficulty {top}"
+    return _bare(record) == f"ratchet improve {record['env']} --max-difficulty {top}"
+
+
+def _bare(record: dict[str, Any]) -> str:
+    """A row's command without its ``--seed`` and ``--out``."""
+    return re.sub(r" --(seed|out) \S+", "", record["command"])
 
 
 def write_docs(records: list[dict[str, Any]], out: Path) -> None:
@@ -292,7 +315,14 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
     headline = [r for r in records if is_default(r) and r.get("seed") in REPORTING_SEEDS]
     development = [r for r in records if is_default(r) and r.get("seed") not in REPORTING_SEEDS]
     forged = [r for r in records if r["env"] in FORGED]
-    history = [r for r in records if not is_default(r) and r["env"] not in FORGED]
+    level_one = [
+        r
+        for r in records
+        if is_level_one(r["env"], r["max_difficulty"]) and _bare(r) == f"ratchet improve {r['env']}"
+    ]
+    history = [
+        r for r in records if not is_default(r) and r["env"] not in FORGED and r not in level_one
+    ]
     commits = sorted({str(r.get("commit")) for r in headline})
     lines = [
         "# Results: self-improvement of the embedded 135M model",
@@ -346,6 +376,29 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
         lines.append(f"| {r['env']} | {r['seed']} | " + " | ".join(cells) + " |")
     lines += ["", "### Every run", "", *_run_table(headline + development)]
     lines += _over_seeds(headline + development)
+    if level_one:
+        lines += [
+            "",
+            "## Level 1 with no option",
+            "",
+            "`ratchet improve grid` with nothing set (level 1 only: one move or take, then "
+            "`finish`), on development seeds; the target is a final of at least "
+            f"{LEVEL_ONE_GOAL:.2f} (0.11 -> 0.39 before the exploration rework).",
+            "",
+            *_run_table(level_one),
+            "",
+            *(
+                f"- seed {r['seed']}: final {r['final']['pass@1']:.2f} against "
+                f"{LEVEL_ONE_GOAL:.2f}: "
+                + (
+                    "met"
+                    if r["final"]["pass@1"] >= LEVEL_ONE_GOAL
+                    else f"missed by {100 * (LEVEL_ONE_GOAL - r['final']['pass@1']):.0f} points"
+                )
+                + " (the table's goal column is the +30-point gain)"
+                for r in level_one
+            ),
+        ]
     if forged:
         lines += [
             "",
@@ -378,7 +431,7 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
     lines += _over_seeds(history)
     lines += ["", "Commands:", ""]
     lines += [f"- {r['env']} (seed {r.get('seed', 0)}): `{r['command']}`"
-              for r in headline + development + forged + history]  # fmt: skip
+              for r in headline + development + level_one + forged + history]  # fmt: skip
     (DOCS / "results.md").write_text("\n".join(lines) + "\n")
 
 
@@ -594,6 +647,9 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=None)
     parser.add_argument("--demos", action="store_true", help="also the rows with demos")
     parser.add_argument("--forged", action="store_true", help="only the forged envs' rows")
+    parser.add_argument(
+        "--level-one", action="store_true", help="only the rows of `ratchet improve grid` as it is"
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/matrix"))
     parser.add_argument("--fresh", action="store_true", help="rerun finished rows")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], help="master seeds to run")
@@ -603,13 +659,14 @@ def main() -> None:
     args = parser.parse_args()
     chosen = [r for r in rows(args.demos, args.seeds) if args.envs is None or r.env in args.envs]
     chosen = forged_rows(args.seeds) if args.forged else chosen
+    chosen = level_one_rows(args.seeds) if args.level_one else chosen
     chosen = [] if args.write_only else chosen
     for row in chosen:
         run(row, args.out, args.fresh)
     # The docs show every row that has finished, not only the ones run this time.
     records = []
     measured = _seeds_measured(args.out)
-    for row in rows(demos=True, seeds=measured) + forged_rows(measured):
+    for row in rows(demos=True, seeds=measured) + forged_rows(measured) + level_one_rows(measured):
         if (args.out / row.name / "summary.json").exists():
             records.append(run(row, args.out, fresh=False))
         elif (old := carried_over(row, args.out)) is not None:

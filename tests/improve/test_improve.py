@@ -1,4 +1,5 @@
 import json
+import math
 import random
 import re
 from dataclasses import replace
@@ -348,11 +349,27 @@ def test_rft_trains_with_the_runs_length_exponent(tmp_path):
     with pytest.raises(ValueError, match=r"rft\.length_exponent is from 0"):
         replace(rft, lever_options={"rft": {"length_exponent": 1.5}})
     trainer = FakeTrainer(base=0.3)
-    config = replace(rft, lever_options={"rft": {"length_exponent": 0.8, "steps": 4}})
+    options = {"length_exponent": 0.8, "steps": 4, "epochs": 0}
+    config = replace(rft, lever_options={"rft": options})
     improve(config, env, tmp_path, skill_backends(0.3), log=quiet, trainer=lambda: trainer)
     (call,) = trainer.calls
     assert call["method"] == "sft" and call["settings"].length_exponent == 0.8
     assert call["settings"].steps == 4  # the lever's own steps over --train-steps
+
+
+def test_rft_trains_for_its_epochs_over_the_successes_within_its_steps(tmp_path):
+    rft = replace(LEARNING, levers=("rft",))
+    with pytest.raises(ValueError, match=r"rft\.epochs counts passes"):
+        replace(rft, lever_options={"rft": {"epochs": -1.0}})
+    with pytest.raises(ValueError, match=r"rft\.max_steps is at least 1"):
+        replace(rft, lever_options={"rft": {"max_steps": 0}})
+    trainer = FakeTrainer(base=0.3)
+    config = replace(rft, lever_options={"rft": {"steps": 1, "epochs": 2.5, "max_steps": 999}})
+    improve(config, env, tmp_path, skill_backends(0.3), log=quiet, trainer=lambda: trainer)
+    (call,) = trainer.calls
+    successes = len(call["data"])
+    assert successes > 4
+    assert call["settings"].steps == math.ceil(2.5 * successes / call["settings"].batch_size)
 
 
 def test_lever_options_are_stored_with_the_run_and_resume_must_match(tmp_path):

@@ -65,3 +65,21 @@ def test_gguf_conversion_is_cached_and_adapters_load(
     name = "model.layers.0.self_attn.q_proj.weight"
     base_weight = dict(base.named_parameters())[name]
     assert not torch.equal(base_weight, dict(adapted.named_parameters())[name])
+
+
+def test_weights_load_without_transformers_own_bars_which_come_back_after() -> None:
+    from transformers.utils import logging
+
+    from ratchet.engine.models.checkpoints import _no_loading_bars
+
+    assert logging.is_progress_bar_enabled()
+    with _no_loading_bars():
+        assert not logging.is_progress_bar_enabled()
+    assert logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        with _no_loading_bars():
+            pass
+        assert not logging.is_progress_bar_enabled()  # a user's own choice is kept
+    finally:
+        logging.enable_progress_bar()

@@ -8,6 +8,7 @@ from ratchet.engine.models.lora import to_example
 from ratchet.engine.models.render import render_prompt
 from ratchet.engine.rollout import rollout
 from ratchet.envs.calc import env
+from ratchet.improve.levers.rft import RftLever
 from ratchet.improve.levers.weights import as_prompted
 
 
@@ -44,3 +45,11 @@ def test_weight_levers_train_on_the_prompt_the_agent_runs_with_demonstrations_in
     targets = "".join(chr(i) for i, m in pairs if m)
     assert targets.count('"name": "finish"') == 1  # the demonstration's finish is no target
     assert as_prompted([episode], Agent(model="fake")) == [episode]
+
+
+def test_rft_steps_grow_with_the_successes_between_its_bounds():
+    lever = RftLever(steps=30, batch_size=4, epochs=3.0, max_steps=120)
+    assert lever.steps_for(10) == 30  # 8 passes' worth is below the least it takes
+    assert lever.steps_for(128) == 96  # three passes over 128 episodes, four a step
+    assert lever.steps_for(1000) == 120
+    assert RftLever(steps=30, epochs=0.0).steps_for(1000) == 30

@@ -10,9 +10,11 @@ a second. :func:`load` reads a model in the dtype the hardware computes fastest
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,15 +108,35 @@ def load(
     try:
         directory = _convert(source) if source.is_file() else source
         tokenizer = transformers.AutoTokenizer.from_pretrained(directory, local_files_only=True)
-        model: Any = transformers.AutoModelForCausalLM.from_pretrained(
-            directory, dtype=dtype or default_dtype(), local_files_only=True
-        )
+        with _no_loading_bars():
+            model: Any = transformers.AutoModelForCausalLM.from_pretrained(
+                directory, dtype=dtype or default_dtype(), local_files_only=True
+            )
     except (OSError, ValueError, KeyError) as exc:
         raise ModelError(f"cannot load the model at {source}: {exc}") from exc
     if adapter_dir is not None:
         model = _merge_adapter(model, adapter_dir)
     model.eval()
     return model, tokenizer
+
+
+@contextlib.contextmanager
+def _no_loading_bars() -> Iterator[None]:
+    """Inside the block, transformers shows no bar of its own while it loads weights.
+
+    A model is loaded for every probe, test and training pass, and each load's "Loading
+    weights" bar landed between Ratchet's own progress bars and log lines.
+    """
+    from transformers.utils import logging
+
+    bars: Any = logging  # its switches are untyped
+    shown = bars.is_progress_bar_enabled()
+    bars.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            bars.enable_progress_bar()
 
 
 def _convert(gguf_file: Path) -> Path:
