@@ -1,12 +1,17 @@
-"""Fake models shared by tests: calc agents whose skill depends on what their prompt holds."""
+"""Fakes shared by tests: calc agents whose skill depends on what their prompt holds, a
+character tokenizer, and a silent progress display that records its bars."""
 
 from __future__ import annotations
 
+import io
 import json
 import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress, TaskID
 
 from ratchet.engine.models.base import Prompt, TrainResult
 from ratchet.engine.models.fake import FakeModel
@@ -174,3 +179,16 @@ class CharTokenizer:
         if self.vocab is None:
             return {"input_ids": [ord(c) for c in text]}
         return {"input_ids": [1 + ord(c) % (self.vocab - 1) for c in text]}
+
+
+class WatchedProgress(Progress):
+    """A silent progress display that records each bar's count after every advance."""
+
+    def __init__(self) -> None:
+        super().__init__(console=Console(file=io.StringIO()), disable=True)
+        self.advances: list[tuple[str, float, float | None]] = []
+
+    def advance(self, task_id: TaskID, advance: float = 1) -> None:
+        super().advance(task_id, advance)
+        task = self._tasks[task_id]
+        self.advances.append((task.description, task.completed, task.total))

@@ -1,5 +1,7 @@
 import json
+from types import SimpleNamespace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -7,6 +9,7 @@ from ratchet.core.agent import Agent
 from ratchet.core.memory import Exemplar, Insight
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import InfrastructureError
+from ratchet.engine import harness
 from ratchet.engine.harness import Budget, parse_action, replay, run_episode, system_message
 from ratchet.engine.models.base import Completion
 from ratchet.envs.calc import env
@@ -70,15 +73,25 @@ def test_turn_and_token_budgets_truncate():
     assert by_tokens.verdict is not None  # a truncated episode is still verified
 
 
-def test_time_queued_for_the_model_does_not_count_against_the_budget():
-    import time
+def test_time_queued_for_the_model_does_not_count_against_the_budget(monkeypatch):
+    """The harness's clock moves only while the policy waits: a minute queued for a batch."""
+    now = [0.0]
+    monkeypatch.setattr(harness, "time", SimpleNamespace(perf_counter=lambda: now[0]))
 
     def slow_queue(prompt, turn):
-        time.sleep(0.05)  # waiting for a shared batch: not this episode's work
+        now[0] += 60.0  # waiting for a shared batch: not this episode's work
         return Completion(call_text("add", a=1, b=1), latency_s=0.001)
 
     trajectory = run_episode(env, TASK, Agent(model="fake"), slow_queue, Budget(5, 999, 0.04))
-    assert len(trajectory.steps) == 5 and trajectory.seconds < 0.04
+    assert len(trajectory.steps) == 5 and trajectory.seconds == pytest.approx(0.005)
+
+
+def test_the_backend_s_own_time_counts_against_the_budget():
+    def slow_model(prompt, turn):
+        return Completion(call_text("add", a=1, b=1), latency_s=0.05)
+
+    trajectory = run_episode(env, TASK, Agent(model="fake"), slow_model, Budget(5, 999, 0.04))
+    assert len(trajectory.steps) == 1 and trajectory.truncated
 
 
 def test_model_error_ends_the_episode_with_an_error():

@@ -56,3 +56,10 @@ def test_a_group_counts_its_own_flips_and_after_a_retest_only_confirmed_ones():
     assert retested.confirmed_flips == 1 and not retested.over_budget
     reported = group_outcome(("L1", frozenset(before), False), before, after, None, 0.1)
     assert reported.flips_pass_to_fail == 3 and not reported.over_budget
+
+
+def test_group_outcome_still_imports_from_the_gate_its_old_home():
+    from ratchet.improve import probe_groups
+    from ratchet.improve.gate import GroupOutcome
+
+    assert GroupOutcome is probe_groups.GroupOutcome

@@ -160,8 +160,14 @@ def _stubborn(tmp_path: Path, mode: str):
     return StdioServer(sys.executable, [str(script), str(pids), mode], grace_s=0.2), pids
 
 
+# How long a test waits for a process to start, answer or die: only a hang guard, since a
+# loaded machine can take many seconds to start Python and import the MCP SDK.
+PATIENCE_S = 60
+
+
 def _pids(path: Path) -> list[int]:
-    for _ in range(100):  # the server writes them as it starts
+    deadline = time.monotonic() + PATIENCE_S
+    while time.monotonic() < deadline:  # the server writes them as it starts
         if path.exists() and path.read_text():
             return [int(p) for p in path.read_text().split()]
         time.sleep(0.05)
@@ -172,7 +178,7 @@ def test_an_mcp_server_that_ignores_sigterm_and_end_of_input_is_reaped_on_close(
     from ratchet.integrations.mcp import MCPClient
 
     server, pids = _stubborn(tmp_path, "answer")
-    client = MCPClient(server, timeout_s=10)
+    client = MCPClient(server, timeout_s=PATIENCE_S)
     assert [t["name"] for t in client.tools] == ["ping"]
     running = _pids(pids)
     client.close()
@@ -183,15 +189,17 @@ def test_an_mcp_server_that_never_finishes_its_handshake_is_reaped(tmp_path):
     from ratchet.integrations.mcp import MCPClient
 
     server, pids = _stubborn(tmp_path, "mute")
+    # The client gives up on the handshake after timeout_s, which is what this test waits
+    # for; it must leave the server time to start its child first, even on a loaded machine.
     with pytest.raises(ConnectionError, match="failed to start"):
-        MCPClient(server, timeout_s=1)
+        MCPClient(server, timeout_s=5)
     assert not any(_alive(pid) for pid in _pids(pids))
 
 
-HOST = """
+HOST = f"""
 import os, signal, sys
 from ratchet.integrations.mcp import MCPClient, StdioServer
-client = MCPClient(StdioServer(sys.executable, sys.argv[1:]), timeout_s=10)
+client = MCPClient(StdioServer(sys.executable, sys.argv[1:]), timeout_s={PATIENCE_S})
 print("connected", flush=True)
 if sys.argv[-1] == "killed":
     os.kill(os.getpid(), signal.SIGKILL)
@@ -206,11 +214,12 @@ def test_an_mcp_server_dies_with_its_host_process(tmp_path, how):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     host = subprocess.run(
         [sys.executable, "-c", HOST, str(script), str(pids), "answer", how],
-        capture_output=True, text=True, env=env, timeout=60,
+        capture_output=True, text=True, env=env, timeout=3 * PATIENCE_S,
     )  # fmt: skip
     assert "connected" in host.stdout, host.stderr
     running = _pids(pids)
-    for _ in range(100):  # the kernel delivers the parent-death signal as the host goes
+    deadline = time.monotonic() + PATIENCE_S
+    while time.monotonic() < deadline:  # the kernel signals the guard as the host goes
         if not any(_alive(pid) for pid in running):
             break
         time.sleep(0.05)

@@ -15,9 +15,14 @@ ECHO = (
 )
 
 
+# How long an exchange waits for its answer: only a hang guard (the process's lifetime is as
+# long), since a loaded machine can take seconds to start Python in the sandbox.
+ANSWER_S = 30.0
+
+
 @pytest.fixture
 def sandbox():
-    with Sandbox(Limits(cpu_s=5, memory_mb=256, processes=8, timeout_s=30.0)) as box:
+    with Sandbox(Limits(cpu_s=5, memory_mb=256, processes=8, timeout_s=ANSWER_S)) as box:
         yield box
 
 
@@ -32,8 +37,8 @@ def test_a_started_process_answers_line_by_line_and_keeps_its_state(sandbox):
     process = _start(sandbox, "import sys\nn = 0\nfor line in sys.stdin:\n    n += 1\n"
                               "    print(n, line.strip(), flush=True)\n")  # fmt: skip
     try:
-        assert process.exchange("a", 5) == "1 a"
-        assert process.exchange("b", 5) == "2 b"
+        assert process.exchange("a", ANSWER_S) == "1 a"
+        assert process.exchange("b", ANSWER_S) == "2 b"
         assert process.alive
     finally:
         process.close()
@@ -42,11 +47,11 @@ def test_a_started_process_answers_line_by_line_and_keeps_its_state(sandbox):
 
 def test_an_exit_is_an_error_with_the_stderr_tail(sandbox):
     process = _start(sandbox, ECHO)
-    assert process.exchange("hi", 5) == "HI"
+    assert process.exchange("hi", ANSWER_S) == "HI"
     with pytest.raises(
         SandboxProcessError, match="it has exited; its stderr ends:\ngot hi\ngot quit"
     ):
-        process.exchange("quit", 5)
+        process.exchange("quit", ANSWER_S)
     assert not process.alive
 
 
@@ -61,7 +66,7 @@ def test_a_reply_over_the_limit_kills_the_process(sandbox):
     process = _start(sandbox, "import sys\nsys.stdin.readline()\nprint('x' * 5000, flush=True)\n",
                      reply_bytes=1000)  # fmt: skip
     with pytest.raises(SandboxProcessError, match="over 1000 bytes"):
-        process.exchange("x", 5)
+        process.exchange("x", ANSWER_S)
 
 
 def test_the_started_process_is_confined_like_a_run(sandbox, tmp_path):
@@ -74,7 +79,7 @@ def test_the_started_process_is_confined_like_a_run(sandbox, tmp_path):
     )
     process = _start(sandbox, code)
     try:
-        assert process.exchange(str(secret), 5) == "PermissionError"
+        assert process.exchange(str(secret), ANSWER_S) == "PermissionError"
     finally:
         process.close()
 
@@ -83,6 +88,6 @@ def test_a_message_must_be_one_line(sandbox):
     process = _start(sandbox, ECHO)
     try:
         with pytest.raises(ValueError, match="one line"):
-            process.exchange("a\nb", 5)
+            process.exchange("a\nb", ANSWER_S)
     finally:
         process.close()

@@ -42,13 +42,15 @@ from ratchet.core.trajectory import Trajectory
 from ratchet.core.verdict import Verdict
 from ratchet.improve.probe_groups import (
     Group,
-    GroupOutcome,
     Key,
     flip_limit,
     group_outcome,
     pass_to_fail,
     probe_groups,
 )
+
+# Its old home, kept importable: decisions carry it (GateDecision.groups).
+from ratchet.improve.probe_groups import GroupOutcome as GroupOutcome
 
 
 @dataclass(frozen=True)

@@ -1,3 +1,4 @@
+import itertools
 import json
 import socket
 import threading
@@ -207,7 +208,9 @@ def test_persistent_500s_give_up_after_max_retries_with_the_server_message(serve
 
 def test_a_hanging_request_times_out_and_is_retried(serve):
     server = serve(lambda i, body: Reply(hang=True) if i == 0 else ok("after timeout"))
-    [completion] = model_for(server, timeout_s=0.3).complete([ask()], Sampling())
+    # The first request hangs for the whole timeout, so this test takes that long; the second
+    # must be answered within it, which a loaded machine might not do in a fraction of a second.
+    [completion] = model_for(server, timeout_s=2).complete([ask()], Sampling())
     assert completion.text == "after timeout"
     assert completion.metadata["attempts"] == 2
 
@@ -380,6 +383,24 @@ def test_native_mode_sends_tool_turns_as_they_are(serve):
     assert server.requests[0]["messages"] == list(conversation)
 
 
+def held_until(slots: int, script: Script) -> Script:
+    """``script``, but the first ``slots`` requests are answered only once all have arrived.
+
+    So a test sees every slot of a concurrency bound in use at once, however late a client
+    thread starts; should they never all arrive, the first waits 30 s (a hang guard) and the
+    rest go on at once.
+    """
+    full = threading.Event()
+    arrivals = itertools.count(1)
+
+    def held(i: int, body: dict[str, Any]) -> Reply:
+        if next(arrivals) >= slots or not full.wait(30):
+            full.set()
+        return script(i, body)
+
+    return held
+
+
 def test_concurrency_is_bounded_and_order_preserved(serve):
     def script(i: int, body: dict[str, Any]) -> Reply:
         number = int(body["messages"][0]["content"])
@@ -388,8 +409,8 @@ def test_concurrency_is_bounded_and_order_preserved(serve):
         reply.delay_s = 0.02 * (12 - number) / 12 + 0.05
         return reply
 
-    server = serve(script)
-    model = model_for(server, max_concurrency=3)
+    server = serve(held_until(3, script))
+    model = model_for(server, max_concurrency=3, timeout_s=60)
     completions = model.complete([ask(str(n)) for n in range(12)], Sampling(seed=100))
     assert [c.text for c in completions] == [f"echo {n}" for n in range(12)]
     assert server.max_in_flight == 3
@@ -402,8 +423,8 @@ def test_concurrency_bound_holds_across_concurrent_callers(serve):
         reply.delay_s = 0.05
         return reply
 
-    server = serve(script)
-    model = model_for(server, max_concurrency=2)
+    server = serve(held_until(2, script))
+    model = model_for(server, max_concurrency=2, timeout_s=60)
     callers = [
         threading.Thread(target=model.complete, args=([ask(), ask()], Sampling())) for _ in range(4)
     ]

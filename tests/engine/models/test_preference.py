@@ -1,14 +1,11 @@
 """DPO and GRPO training on a tiny random model: what the losses do to the policy."""
 
-import io
 import math
 from dataclasses import replace
 
 import pytest
-from rich.console import Console
-from rich.progress import Progress
 
-from fakes import CharTokenizer
+from fakes import CharTokenizer, WatchedProgress
 from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Observation, Step, Trajectory, assistant_message, tool_message
@@ -269,19 +266,6 @@ def test_grpo_clipping_stops_the_push_once_the_ratio_leaves_the_range(tmp_path):
             return float(token_logps(model, [(good.input_ids, good.action_mask)])[0].sum())
 
     assert moved(0.05) < moved(10.0)
-
-
-class WatchedProgress(Progress):
-    """A silent progress display that records each bar's count after every advance."""
-
-    def __init__(self):
-        super().__init__(console=Console(file=io.StringIO()), disable=True)
-        self.advances = []
-
-    def advance(self, task_id, advance=1):
-        super().advance(task_id, advance)
-        task = self._tasks[task_id]
-        self.advances.append((task.description, task.completed, task.total))
 
 
 def test_dpo_reads_the_reference_with_its_own_bar_before_the_training_bar(tmp_path):

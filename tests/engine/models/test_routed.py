@@ -42,16 +42,26 @@ def test_a_conversation_stays_on_the_server_it_started_on():
 
 
 def test_new_conversations_go_to_the_least_loaded_server():
-    slow, fast = Server(delay_s=0.5), Server()
-    model = RoutedModel([slow, fast])
+    entered, release = threading.Event(), threading.Event()
+
+    class Holding(Server):
+        """Holds the conversation "long" until the test releases it, however long that takes."""
+
+        def complete(self, prompts, sampling):
+            if any(p.key == "long" for p in prompts):
+                entered.set()
+                release.wait(30)  # a hang guard: the test releases it
+            return super().complete(prompts, sampling)
+
+    model = RoutedModel([Holding(), Holding()])
     busy = threading.Thread(target=model.complete, args=([prompt("long")], Sampling()))
     busy.start()
-    time.sleep(0.1)  # "long" is in flight on one server now
+    assert entered.wait(30)  # "long" is in flight on one server now
     for episode in range(3):
         model.complete([prompt(f"e{episode}")], Sampling())
-    busy.join()
-    home = slow if "long" in slow.seen else fast
-    other = fast if home is slow else slow
+    release.set()
+    busy.join(30)
+    home, other = sorted(model.models, key=lambda server: "long" not in server.seen)
     assert home.seen == ["long"] and sorted(other.seen) == ["e0", "e1", "e2"]
     assert model.load == [0, 0]
 

@@ -1,8 +1,14 @@
 from collections import Counter
 from typing import Any
 
+from fakes import CharTokenizer, WatchedProgress
+from ratchet.core.task import Task
+from ratchet.core.tool import ToolCall
+from ratchet.core.trajectory import Observation, Step, Trajectory, assistant_message
+from ratchet.engine.models.base import LoraSettings
 from ratchet.engine.models.training import (
     SHARED_MIN,
+    LocalTrainer,
     balanced_weights,
     shared_prefix,
     summed_logp_parts,
@@ -99,3 +105,30 @@ def test_reading_the_shared_prefix_once_gives_the_same_loss_and_gradient() -> No
     apart = _gradients(model, (p for seq in batch for p in summed_logp_parts(model, [seq], -0.5)))
     assert abs(shared[0] - apart[0]) < 1e-5
     assert torch.allclose(shared[1], apart[1], atol=1e-6)
+
+
+def test_loading_and_tokenising_have_their_own_bar_before_the_training_bar(
+    monkeypatch, tmp_path
+) -> None:
+    import ratchet.engine.models.checkpoints as checkpoints
+
+    progress = WatchedProgress()
+    shown_while_loading: list[str] = []
+
+    def load(path: str | None) -> tuple[Any, CharTokenizer]:
+        shown_while_loading.extend(task.description for task in progress.tasks)
+        return _tiny_model(), CharTokenizer(50)
+
+    monkeypatch.setattr(checkpoints, "load", load)
+    call = ToolCall("add", {"a": 1, "b": 2})
+    task = Task(id="t", env="calc", instruction="Compute 1 + 2.", split="train")
+    messages = ({"role": "user", "content": task.instruction}, assistant_message(call))
+    episode = Trajectory(task, "v1", "calc", messages, steps=(Step(call, Observation("3")),))
+    settings = LoraSettings(steps=1, batch_size=2, rank=4)
+    with progress:
+        result = LocalTrainer().sft([episode] * 3, tmp_path / "adapter", settings, progress)
+    assert shown_while_loading == ["preparing (loading the model)"]
+    assert progress.advances == [("preparing (tokenising)", n, 3) for n in (1, 2, 3)]
+    preparing, training = progress.tasks
+    assert preparing.finished and training.description.startswith("training")
+    assert result is not None and result.examples == 3

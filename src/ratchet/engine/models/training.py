@@ -89,7 +89,7 @@ class LocalTrainer:
             example = to_example(tokenizer, episode, max_tokens, render=self.render)
             return [example] if example else []
 
-        return self._train(tokenize, train, episodes, settings)
+        return self._train(tokenize, train, episodes, settings, progress)
 
     def dpo(
         self,
@@ -132,7 +132,7 @@ class LocalTrainer:
             example = objective.tokenize(tokenizer, item, max_tokens, self.render)
             return [example] if example else []
 
-        return self._train(tokenize, train, data, settings, objective.usable)
+        return self._train(tokenize, train, data, settings, progress, objective.usable)
 
     def _train(
         self,
@@ -140,19 +140,33 @@ class LocalTrainer:
         train: Callable[[Any, Any, Any], list[float]],
         data: Sequence[Any],
         settings: LoraSettings,
+        progress: Progress | None,
         usable: Callable[[list[Any]], bool] = bool,
     ) -> TrainResult | None:
         """Load the model, tokenise ``data`` (dropping what does not fit) and ``train`` on it.
 
         ``tokenize`` turns an item into its examples (none when it does not fit). Returns
         ``None`` when what fits is not ``usable`` (default: when nothing fits).
+
+        Loading and tokenising come before the first training step and take minutes on a
+        loaded CPU, so they have their own bar on ``progress``: ``preparing (loading the
+        model)``, then ``preparing (tokenising)`` counting the items of ``data``.
         """
+        bar = None
+        if progress is not None:
+            bar = progress.add_task("preparing (loading the model)", total=len(data))
         import torch
 
         from ratchet.engine.models.checkpoints import load
 
         model, tokenizer = load(self.path)
-        examples = [e for item in data for e in tokenize(tokenizer, item, settings.max_tokens)]
+        if progress is not None and bar is not None:
+            progress.update(bar, description="preparing (tokenising)")
+        examples: list[Any] = []
+        for item in data:
+            examples.extend(tokenize(tokenizer, item, settings.max_tokens))
+            if progress is not None and bar is not None:
+                progress.advance(bar)
         if not usable(examples):
             return None
         if torch.cuda.is_available():
