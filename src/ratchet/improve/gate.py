@@ -43,7 +43,6 @@ from ratchet.core.verdict import Verdict
 from ratchet.improve.probe_groups import (
     Group,
     Key,
-    flip_limit,
     group_outcome,
     pass_to_fail,
     probe_groups,
@@ -281,22 +280,20 @@ def _decide(
     retest: Retest | None,
 ) -> GateDecision:
     p_value, significant, threshold = tested
-    incumbent_pass = sum(before.values()) / len(before)
-    candidate_pass = sum(after.values()) / len(after)
-    gain = candidate_pass - incumbent_pass
     tasks = len({key[0] for key in before})
-    flips = pass_to_fail(before, after, before)
-    flipped = tuple(dict.fromkeys(task for task, _ in flips))
-    regressions = len(flips)
-    limit = flip_limit(config.flip_budget, len(before))
-    confirmed_flips = None
+    flipped = tuple(dict.fromkeys(task for task, _ in pass_to_fail(before, after, before)))
     broken = None if retest is None else confirmed(flipped, retest)
-    if broken is not None:
-        confirmed_flips = sum(task in broken for task, _ in flips)
+    # The whole probe is one more group, whose flip budget always holds.
+    probe = group_outcome(
+        ("probe", frozenset(before), True), before, after, broken, config.flip_budget
+    )
     outcomes = tuple(
         group_outcome(group, before, after, broken, config.flip_budget) for group in groups
     )
-    counted = regressions if confirmed_flips is None else confirmed_flips
+    incumbent_pass, candidate_pass = probe.incumbent_pass, probe.candidate_pass
+    gain = candidate_pass - incumbent_pass
+    regressions, limit = probe.flips_pass_to_fail, probe.flip_limit
+    confirmed_flips = probe.confirmed_flips
     retest_note = (
         ""
         if confirmed_flips is None
@@ -309,7 +306,7 @@ def _decide(
         reason = f"gain {gain:+.3f} not significant (p={p_value:.4f} > {threshold:.4f})"
         if smallest_p_value(tasks) > threshold:
             reason += f"; {tasks} probe tasks can never reach it"
-    elif counted > limit:
+    elif probe.over_budget:
         reason = f"{regressions} pass->fail flips{retest_note} exceed the budget {limit}"
     elif broke := next((g for g in outcomes if g.over_budget), None):
         note = "" if broke.confirmed_flips is None else f", {broke.confirmed_flips} confirmed"
