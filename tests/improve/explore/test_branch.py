@@ -140,3 +140,31 @@ def test_a_closing_branch_finishes_where_an_episode_went_on_instead_of_stopping(
     (child,) = roots(eager(calls=99), [task], steer=lambda t, s: branch)
     assert child.calls[-1].name == "finish" and child.passed
     assert child.exploration.strategy == "close" and child.exploration.branch_turn == 2
+
+
+def test_a_chain_branch_counts_the_replayed_calls_values_as_spent():
+    task = TASKS[0]
+    (parent,) = roots(eager(), [task])  # the first operation, then finish with its result
+    first = parent.calls[0]
+    offered = []
+    inner = eager()
+
+    def watching(prompt, rng):
+        offered.append(prompt.reply_tools)
+        return inner.reply(prompt, rng)
+
+    from ratchet.engine.models.fake import FakeModel
+    from ratchet.improve.explore.strategies import strategy_named
+
+    branch = branch_from(parent, 1, strategy=strategy_named("chain"))
+    roots(FakeModel(reply=watching), [task], steer=lambda t, s: branch)
+    values = {
+        value
+        for tool in offered[0]
+        for option in tool["function"]["parameters"].get("anyOf", [])
+        for schema in option["properties"].values()
+        for value in schema.get("enum", [])
+    }
+    result = float(parent.steps[0].observation.text)
+    assert result in values
+    assert not values & set(first.arguments.values())  # passed by the replayed call

@@ -12,7 +12,7 @@ from ratchet.engine.models.fake import FakeModel
 from ratchet.engine.rollout import rollout
 from ratchet.envs.calc import env
 from ratchet.improve.explore import SearchConfig, explore
-from ratchet.improve.explore.bandit import Yield, pick, tally
+from ratchet.improve.explore.bandit import Yield, rank, tally
 from ratchet.improve.explore.strategies import STRATEGIES
 
 
@@ -147,13 +147,13 @@ def test_the_scheduler_gives_most_branches_to_the_strategy_that_pays():
     paying, idle = STRATEGIES[1], STRATEGIES[2]
     yields = {(paying.name, 2): Yield(20, 10, 2000), (idle.name, 2): Yield(20, 0, 2000)}
     rng = random.Random(0)
-    picks = [pick([paying, idle], 2, yields, rng).name for _ in range(200)]
+    picks = [rank([paying, idle], 2, yields, rng)[0].name for _ in range(200)]
     assert picks.count(paying.name) > 190
     # A level it never played starts from its record elsewhere.
-    picks = [pick([paying, idle], 3, yields, rng).name for _ in range(200)]
+    picks = [rank([paying, idle], 3, yields, rng)[0].name for _ in range(200)]
     assert picks.count(paying.name) > 150
     # Unknown strategies share the budget.
-    picks = [pick([paying, idle], 1, {}, rng).name for _ in range(400)]
+    picks = [rank([paying, idle], 1, {}, rng)[0].name for _ in range(400)]
     assert 120 < picks.count(paying.name) < 280
 
 
@@ -167,3 +167,20 @@ def test_yields_are_counted_from_branches_only_with_their_resamples():
         t.completion_tokens + t.exploration.discarded_tokens for t in branched
     )
     assert tally([root]) == {}
+
+
+def test_a_strategy_with_no_node_of_its_kind_gives_way_to_the_next_of_the_same_draw():
+    cheap, paying, plain = STRATEGIES[4], STRATEGIES[2], STRATEGIES[0]
+    assert cheap.closes and plain.name == "policy"
+    yields = {
+        (cheap.name, 2): Yield(20, 0, 200),
+        (paying.name, 2): Yield(20, 4, 2000),
+        (plain.name, 2): Yield(20, 0, 2000),
+    }
+    rng = random.Random(1)
+    orders = [[s.name for s in rank([plain, paying, cheap], 2, yields, rng)] for _ in range(200)]
+    assert all(sorted(order) == sorted([plain.name, paying.name, cheap.name]) for order in orders)
+    # Where the cheapest comes first and finds no node, the paying one, not the list's first,
+    # takes its place.
+    seconds = [order[1] for order in orders if order[0] == cheap.name]
+    assert seconds and seconds.count(paying.name) > 0.8 * len(seconds)

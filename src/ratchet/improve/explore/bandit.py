@@ -62,13 +62,18 @@ def tally(episodes: Iterable[Trajectory]) -> dict[tuple[str, int], Yield]:
     return found
 
 
-def pick(
+def rank(
     strategies: Sequence[Strategy],
     level: int,
     yields: dict[tuple[str, int], Yield],
     rng: random.Random,
-) -> Strategy:
-    """The strategy for one branch at ``level`` (see the module).
+) -> list[Strategy]:
+    """``strategies`` for one branch at ``level``, best first by one posterior draw each.
+
+    The search takes the first that finds a node of its kind in the task's tree; where one
+    finds none (``close`` needs a node where an episode went on instead of finishing), the next
+    of the same draw takes its place. In list order instead, the cheapest strategy's draws fell
+    through to ``policy`` first: on calc's level 2, ``policy`` steered 91 of 187 branches.
 
     Args:
         strategies: The strategies to choose among (not empty).
@@ -82,14 +87,13 @@ def pick(
     }
     total = sum(everywhere.values(), Yield())
     mean_cost = total.tokens / total.branches if total.branches else 1.0
-    best, best_value = strategies[0], -1.0
+    values: list[float] = []
     for strategy in strategies:
         pooled, here = everywhere[strategy.name], yields.get((strategy.name, level), Yield())
         prior = (pooled.passed + 1) / (pooled.branches + 2)
         alpha = PRIOR_WEIGHT * prior + here.passed
         beta = PRIOR_WEIGHT * (1 - prior) + here.branches - here.passed
         cost = (pooled.tokens + mean_cost) / (pooled.branches + 1)
-        value = rng.betavariate(alpha, beta) / max(cost, 1.0)
-        if value > best_value:
-            best, best_value = strategy, value
-    return best
+        values.append(rng.betavariate(alpha, beta) / max(cost, 1.0))
+    order = sorted(range(len(strategies)), key=lambda i: -values[i])
+    return [strategies[i] for i in order]

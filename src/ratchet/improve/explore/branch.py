@@ -88,7 +88,10 @@ class _Branching:
         branch = self.branch
         self._compare(prompt, turn)
         if turn < len(branch.replies):
-            return branch.replies[turn]
+            replayed = branch.replies[turn]
+            if isinstance(call := parse_action(replayed), ToolCall):
+                self.track.spend(call)
+            return replayed
         strategy = branch.strategy
         if turn == len(branch.replies) and (branch.tried or strategy.drawn_tool or strategy.closes):
             completion = self._branch(prompt, turn)

@@ -25,7 +25,7 @@ from typing import Any
 from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.engine.rollout import Steer
-from ratchet.improve.explore.bandit import Yield, pick, tally
+from ratchet.improve.explore.bandit import Yield, rank, tally
 from ratchet.improve.explore.branch import Branch
 from ratchet.improve.explore.strategies import STRATEGIES, Strategy, strategy_named
 from ratchet.improve.explore.tree import Weights, choose, nodes, reach_of
@@ -146,9 +146,8 @@ def explore(
             if any(t.passed for t in own) or _spent(own) >= config.task_tokens:
                 continue
             rng = random.Random(f"{seed}:{task.id}:{sample}")
-            picked = pick(strategies, task.difficulty, yields, rng)
-            # A strategy that finds no node of its kind (nowhere to close) gives way to the others.
-            for strategy in [picked, *(s for s in strategies if s != picked)]:
+            # A strategy that finds no node of its kind (nowhere to close) gives way to the next.
+            for strategy in rank(strategies, task.difficulty, yields, rng):
                 branch = _branch(task, sample, own, strategy, config, deterministic, reach,
                                  max_turns)  # fmt: skip
                 if branch is not None:

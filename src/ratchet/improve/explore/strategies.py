@@ -132,6 +132,15 @@ class Track:
     def record(self, prompt: Prompt, call: ToolCall) -> None:
         """Count ``call``, made in reply to ``prompt``."""
         self.acted += takes_arguments(prompt, call.name)
+        self.spend(call)
+
+    def spend(self, call: ToolCall) -> None:
+        """Count the values ``call`` passed, without counting it as an action of the branch.
+
+        A replayed call passed its values in this world as surely as a generated one: left
+        unspent, ``chain`` offered calc's starting number again after the replayed first
+        operation, and every level-2 chain branch redid its arithmetic on it (0 of 36 passed).
+        """
         self.spent = [*(self.spent or []), *call.arguments.values()]
 
 
