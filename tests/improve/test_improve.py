@@ -26,6 +26,7 @@ from ratchet.envs.registry import load_env_reference
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.levers import NoCandidate
 from ratchet.improve.loop import improve
+from ratchet.improve.summary import round_lines
 from ratchet.report import write_report
 
 CONFIG = ImproveConfig(
@@ -61,7 +62,14 @@ def test_exemplars_are_accepted_and_the_summary_says_so(tmp_path):
     }
     assert set(summary["base"]) >= {"pass@1", "pass^k", "mean_score", "n"}
     first = summary["rounds"][0]
-    assert set(first) >= {"round", "candidates", "seconds", "tokens"}
+    assert set(first) >= {"round", "candidates", "seconds", "tokens", "seconds_by_phase"}
+    phases = first["seconds_by_phase"]
+    assert set(phases) == {"practice", "proposals", "gate", "test"}  # v1 accepted: curve test
+    assert list(phases["proposals"]) == list(CONFIG.levers)
+    spent = phases["practice"] + sum(phases["proposals"].values()) + phases["gate"] + phases["test"]
+    assert all(s >= 0 for s in [*phases["proposals"].values(), phases["practice"]])
+    assert spent <= first["seconds"] + 0.5  # the phases are parts of the round
+    assert "time: practice" in round_lines(first)
     candidate = first["candidates"][0]
     assert set(candidate) >= {"lever", "probe_gain", "p_value", "flips_pass_to_fail", "accepted"}
     assert candidate["accepted"] and summary["final_version"] == "v1"

@@ -16,6 +16,7 @@ from ratchet.improve.config import ImproveConfig
 from ratchet.improve.loop import improve
 from ratchet.report import ReportError, trajectory_page, write_report
 from ratchet.report.data import attribution, lever_gains, load_improve
+from ratchet.report.html import duration
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 ARTIFACTS = TESTS_DIR.parent / "test-artifacts"
@@ -81,6 +82,8 @@ def test_report_has_inline_charts_and_gate_and_cost_numbers(run_dir: Path) -> No
         for candidate in record["candidates"]:
             assert html_text.escape(candidate["reason"]) in html
     assert f"{summary['tokens']:,}" in html
+    for record in summary["rounds"]:  # where each round's time went
+        assert f"practice {duration(record['seconds_by_phase']['practice'])}, exemplars" in html
     assert "exemplars</b> 100%" in html  # the only lever accounts for the whole gain
 
 

@@ -12,6 +12,7 @@ All persistence lives in :class:`~ratchet.improve.rundir.RunDir`, so a run resum
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
@@ -106,6 +107,7 @@ def _round(
     run, env, config = practice.run, practice.env, practice.config
     incumbent = run.incumbent()
     log(f"round {number}: incumbent {incumbent.version}")
+    lap = _stopwatch()
     # Practise: explore the curriculum's tasks, then relabel what the failures achieved
     # up to the open levels (longer relabels teach a weak model to keep calling tools)
     # and trim the successes that acted on after reaching their goal.
@@ -114,6 +116,7 @@ def _round(
     open_to = chosen.get("open_to", config.max_difficulty)
     learned = relabel_all(env, explored.episodes, incumbent, open_to)
     run.record(learned.successes)
+    phases: dict[str, Any] = {"practice": lap(), "proposals": {}}
     # Propose: every lever turns the experience so far into at most one candidate.
     candidates = []
     out = sitting_out(run.rounds, [lever.name for lever in levers])
@@ -121,6 +124,7 @@ def _round(
         propose = practice.proposal(lever, incumbent, number, out[lever.name])
         if (candidate := run.candidate(number, lever.name, incumbent, propose)) is not None:
             candidates.append(candidate)
+        phases["proposals"][lever.name] = lap()
     # Gate: all candidates against the incumbent on this round's fresh probe sample.
     drawn = practice.probe_tasks(number, open_to)
     if drawn.reused:
@@ -143,15 +147,30 @@ def _round(
         }
         decisions = decide_round(baseline, probed, config.gate, alpha, retested)
     run.adopt(number, incumbent, decisions)
+    phases["gate"] = lap()
     best = winner(decisions)
     if best is not None and config.curve:
         practice.test(run.agent(best.candidate), test)
+        phases["test"] = lap()
     record = round_record(number, incumbent, explored.episodes, learned, baseline, decisions, best)
     record["exploration"] = explored.record
     record["curriculum"] = {**chosen, "probe_to": practice.probe_top(open_to)}
     record["alpha"] = alpha
     record["probe_reused"] = list(drawn.reused)
+    record["seconds_by_phase"] = phases
     return record
+
+
+def _stopwatch() -> Callable[[], float]:
+    """A lap timer: each call returns the seconds since the last (or since it was made)."""
+    mark = [time.perf_counter()]
+
+    def lap() -> float:
+        now = time.perf_counter()
+        elapsed, mark[0] = now - mark[0], now
+        return round(elapsed, 1)
+
+    return lap
 
 
 def _check_alpha_left(run: RunDir, candidates: int) -> None:

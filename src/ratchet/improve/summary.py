@@ -79,6 +79,8 @@ def round_lines(record: dict[str, Any]) -> str:
     if envs:
         lines.append("  training tasks by env: " + ", ".join(f"{e} {n}" for e, n in envs.items()))
     lines.extend(exploration_lines(record.get("exploration", {})))
+    if phases := record.get("seconds_by_phase"):
+        lines.append(phase_line(phases))
     for candidate in record["candidates"]:
         if candidate["version"] is None:
             lines.append(f"  {candidate['lever']}: {candidate['reason']}")
@@ -96,6 +98,24 @@ def round_lines(record: dict[str, Any]) -> str:
             + (f" ({turned})" if turned else "")
         )
     return "\n".join(lines)
+
+
+def phase_line(phases: dict[str, Any]) -> str:
+    """Where a round's time went, as one log line (see ``seconds_by_phase`` in the round)."""
+    proposals = phases.get("proposals", {})
+    each = ", ".join(f"{lever} {_minutes(s)}" for lever, s in proposals.items())
+    parts = [
+        f"practice {_minutes(phases['practice'])}",
+        f"proposals {_minutes(sum(proposals.values()))}" + (f" ({each})" if each else ""),
+        f"gate {_minutes(phases['gate'])}",
+    ]
+    if "test" in phases:
+        parts.append(f"test {_minutes(phases['test'])}")
+    return "  time: " + ", ".join(parts)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min"
 
 
 def exploration_lines(record: dict[str, Any]) -> list[str]:

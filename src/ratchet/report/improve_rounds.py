@@ -122,6 +122,7 @@ def cost_section(summary: dict[str, Any]) -> str:
             str(len(r["candidates"])),
             count(r.get("tokens", 0)),
             duration(float(r.get("seconds", 0.0))),
+            _phases(r.get("seconds_by_phase")),
         ]
         for r in summary["rounds"]
     ]
@@ -133,6 +134,7 @@ def cost_section(summary: dict[str, Any]) -> str:
             "",
             f"<b>{count(summary.get('tokens', 0))}</b>",
             f"<b>{duration(float(summary.get('seconds', 0.0)))}</b>",
+            "",
         ]
     )
     errors = summary.get("model_errors") or {}
@@ -155,8 +157,21 @@ def cost_section(summary: dict[str, Any]) -> str:
                 "candidates",
                 "tokens",
                 "wall time",
+                "of which",
             ],
             rows,
             numeric=(1, 2, 3, 4, 5),
         )
     )
+
+
+def _phases(phases: dict[str, Any] | None) -> str:
+    """A round's ``seconds_by_phase``: practice, each proposal, gate and test, or "-"."""
+    if not phases:
+        return "-"
+    parts = [f"practice {duration(phases['practice'])}"]
+    parts += [f"{lever} {duration(s)}" for lever, s in phases.get("proposals", {}).items()]
+    parts.append(f"gate {duration(phases['gate'])}")
+    if "test" in phases:
+        parts.append(f"test {duration(phases['test'])}")
+    return ", ".join(parts)
