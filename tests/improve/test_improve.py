@@ -357,7 +357,7 @@ def test_rft_trains_with_the_runs_length_exponent(tmp_path):
     with pytest.raises(ValueError, match=r"rft\.length_exponent is from 0"):
         replace(rft, lever_options={"rft": {"length_exponent": 1.5}})
     trainer = FakeTrainer(base=0.3)
-    options = {"length_exponent": 0.8, "steps": 4}
+    options = {"length_exponent": 0.8, "steps": 4, "epochs": 0}
     config = replace(rft, lever_options={"rft": options})
     improve(config, env, tmp_path, skill_backends(0.3), log=quiet, trainer=lambda: trainer)
     (call,) = trainer.calls
