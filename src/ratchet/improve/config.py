@@ -54,8 +54,8 @@ class ImproveConfig:
         seed: Master seed of tasks, samples and training.
         reflector: Model for levers that reflect on experience (default: the agent's).
         curve: Test every newly accepted version too, for the learning curve.
-        train_steps: Optimiser steps of each weight-lever proposal (a lever option such as
-            ``rft.steps=N`` overrides it for one lever).
+        train_steps: Optimiser steps of each weight-lever proposal (rft takes more for more
+            successes, see ``rft.epochs``; ``rft.steps=N`` sets one lever's).
         weights: Hugging Face weights of a served model (``openai:NAME``), from which the
             weight levers train adapters and register them on the server.
         experience: A store whose verified training episodes join the experience (recorded
