@@ -4,6 +4,7 @@ from ratchet.core.verdict import Verdict
 from ratchet.engine.harness import replay
 from ratchet.envs.calc import env
 from ratchet.improve.curriculum import CurriculumConfig, choose_tasks, open_levels, probe_rates
+from ratchet.improve.hindsight import REPLAY_SAMPLES
 
 TEMPLATE = replay(env, env.tasks("train", 1)[0], [])
 
@@ -118,3 +119,33 @@ def test_proposed_tasks_not_yet_solved_are_mixed_in_up_to_their_share():
     mixed = [t for t in tasks if t in proposed]
     assert len(mixed) == 5 and solved not in mixed
     assert len({t.id for t in tasks}) == len(tasks) == 20
+
+
+def test_a_level_where_practice_makes_lessons_is_not_left_at_the_floor():
+    # The agent passes 70% of level 1 and none of level 2 itself, but hindsight relabelled
+    # six of ten level-2 failures into level-2 lessons.
+    history = episodes({1: 0.7, 2: 0.0})
+    level2 = [e for e in history if e.task.difficulty == 2]
+    described = env.tasks("train", 6, seed=11, difficulty=2)
+    relabels = [
+        replace(
+            e,
+            task=task,
+            verdict=Verdict.of(True),
+            sample=REPLAY_SAMPLES + e.sample,
+            metadata={"hindsight": True, "source_task": e.task.id},
+        )
+        for e, task in zip(level2, described, strict=False)
+    ]
+    probe = episodes({1: 0.9}, split="probe")
+    plain = choose_tasks(env, history, 40, seed=1, probe=probe)
+    taught = choose_tasks(env, history + relabels, 40, seed=1, probe=probe)
+    assert plain.note["levels"] == {"1": 0.84, "2": 0.15}
+    assert taught.note["levels"] == {"1": 0.84, "2": 0.6}
+    assert taught.note["lessons"] == {"1": 0.7, "2": 0.6}
+
+    def level2_share(choice):
+        fresh = choice.tasks[choice.note["revisits"] :]
+        return sum(t.difficulty == 2 for t in fresh) / len(fresh)
+
+    assert level2_share(taught) > level2_share(plain) + 0.15

@@ -12,7 +12,10 @@ from ratchet.improve.frontier import (
     SuccessRates,
     explore_temperatures,
     frontier_weight,
+    lesson_rates,
+    level_weight,
 )
+from ratchet.improve.hindsight import REPLAY_SAMPLES
 
 TASKS = env.tasks("train", 4, difficulty=1)
 TEMPLATE = replay(env, TASKS[0], [])
@@ -71,3 +74,26 @@ def test_temperatures_warm_up_with_success_and_spread_over_the_samples():
     middle = explore_temperatures(0.5, 2, usual=0.7)
     assert 0.7 < sum(middle) / 2 < HOTTEST and middle[0] < middle[1]
     assert explore_temperatures(0.0, 1, usual=0.7) == [0.7]
+
+
+def test_a_level_is_weighed_by_its_lessons_where_the_agent_cannot_start_it():
+    level2 = env.tasks("train", 4, seed=5, difficulty=2)
+    own = [episode(task, False) for task in level2]
+    branch = replace(
+        episode(level2[0], True, Exploration(strategy="chain", parent=0, branch_turn=1)), sample=3
+    )
+
+    def replay_of(source, difficulty):
+        task = env.tasks("train", 1, seed=9, difficulty=difficulty)[0]
+        relabelled = episode(task, True, hindsight=True, source_task=source.id)
+        return replace(relabelled, sample=REPLAY_SAMPLES)
+
+    # Task 0 passed by a branch, task 1 relabelled at level 2, task 2 only at level 1.
+    history = [*own, branch, replay_of(level2[1], 2), replay_of(level2[2], 1)]
+    agent = TEMPLATE.agent
+    assert lesson_rates(history, agent) == {2: 0.5}  # replays are lessons, not practice
+    assert SuccessRates.of(history).level(2) == 0.0  # the agent's own samples all failed
+    assert level_weight(0.0, 0.5) == 0.5 > frontier_weight(0.0)
+    assert level_weight(0.75, 1.0) == frontier_weight(0.75)  # its own lessons teach it less
+    assert level_weight(None, None) == 1.0
+    assert lesson_rates(history, "someone else") == lesson_rates(history, agent)

@@ -5,7 +5,16 @@ from ratchet.core.task import split_of
 from ratchet.core.tool import ToolCall
 from ratchet.engine.harness import replay
 from ratchet.envs.calc import env
-from ratchet.improve.hindsight import REPLAY_SAMPLES, lessons, relabel, relabel_all, trim
+from ratchet.improve.hindsight import (
+    REPLAY_SAMPLES,
+    episode_key,
+    lessons,
+    relabel,
+    relabel_all,
+    relabelled_sources,
+    sources,
+    trim,
+)
 
 TASK = env.tasks("train", 1, difficulty=3)[0]
 AGENT = Agent(model="fake")
@@ -195,3 +204,19 @@ def test_a_success_that_acted_on_is_trimmed_and_its_trim_is_the_lesson():
     assert batch.trimmed == 1 and [t.calls for t in batch.successes] == [trimmed.calls]
     solved_elsewhere = replay(grid, task, grid.oracle(task))
     assert lessons([greedy, trimmed, solved_elsewhere]) == [trimmed, solved_elsewhere]
+
+
+def test_a_failure_is_a_relabelled_source_only_with_a_lesson_at_its_own_level_or_above():
+    task = env.tasks("train", 1, difficulty=2)[0]
+    start = task.params["start"]
+    two = replay(
+        env, task, calls(("add", {"a": start, "b": 2}), ("multiply", {"a": start + 2, "b": 2}))
+    )
+    one = replace(replay(env, task, calls(("add", {"a": start, "b": 5}))), sample=1)
+    # Both give a level-1 lesson (their first call); only the first gives one at level 2.
+    assert {s.task.difficulty for s in relabel(env, two, AGENT).successes} == {1, 2}
+    assert {s.task.difficulty for s in relabel(env, one, AGENT).successes} == {1}
+    assert relabelled_sources(env, [two, one], AGENT) == {episode_key(two)}
+    found = relabel_all(env, [two, one], AGENT, max_difficulty=2).successes
+    assert sources([two, one, *found]) == {episode_key(two)}
+    assert sources(found) == set()  # a source not among the episodes has no known level

@@ -24,6 +24,7 @@ from ratchet.engine.store import Store
 from ratchet.envs.calc import env
 from ratchet.envs.registry import load_env_reference
 from ratchet.improve.config import ImproveConfig
+from ratchet.improve.hindsight import relabelled_sources
 from ratchet.improve.levers import NoCandidate
 from ratchet.improve.loop import improve
 from ratchet.improve.summary import round_lines
@@ -541,7 +542,10 @@ def test_tasks_no_sample_solved_are_searched_and_probe_and_test_are_never_steere
     assert all(t.exploration is not None and t.exploration.parent is not None for t in searched)
     assert all(t.exploration is not None and t.exploration.own for t in roots)
     by_strategy = record["strategies"]
-    assert sum(n for levels in by_strategy.values() for n, _, _ in levels.values()) == len(searched)
+    assert sum(n for levels in by_strategy.values() for n, *_ in levels.values()) == len(searched)
+    # A failed branch hindsight turns into a lesson at its level counts as one for its strategy.
+    relabelled = sum(counts[3] for levels in by_strategy.values() for counts in levels.values())
+    assert relabelled == len(relabelled_sources(env, searched, Agent(model="fake")))
     assert not any(t.exploration for t in held_out)
     summary, train, held_out = explored(replace(config, explore="off"), tmp_path / "off")
     assert all(t.sample < k for t in train) and summary["rounds"][0]["exploration"]["branches"] == 0

@@ -1,6 +1,7 @@
 import html as html_text
 import json
 import re
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -94,8 +95,9 @@ def test_report_shows_each_rounds_search_and_its_strategies(run_dir: Path) -> No
     for record in summary["rounds"]:
         explored = record["exploration"]
         for name, levels in explored["strategies"].items():
-            for branches, passed, _ in levels.values():
+            for branches, passed, _, relabelled in levels.values():
                 assert f"<td>{name}</td>" in html and f"{passed} / {branches}" in html
+                assert f'{passed} / {branches}</td><td class="num">{relabelled}</td>' in html
 
 
 def test_attribution_table_gives_each_lever_its_accepted_gains(run_dir: Path) -> None:
@@ -271,3 +273,17 @@ def test_report_renders_in_headless_chromium_without_console_errors(
     assert page.console_errors == [] and trajectory.console_errors == []
     assert all(url.startswith("file:") for url in page.requests + trajectory.requests)
     assert page.screenshot.startswith(b"\x89PNG") and trajectory.value
+
+
+def test_a_search_record_made_before_relabels_were_counted_still_renders(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    old = tmp_path / "old"
+    shutil.copytree(run_dir, old)
+    summary = json.loads((old / "summary.json").read_text())
+    summary["rounds"][0]["exploration"]["strategies"] = {"chain": {"2": [55, 1, 2900]}}
+    (old / "summary.json").write_text(json.dumps(summary))
+    write_report(old)
+    assert '<td>chain</td><td>2</td><td class="num">1 / 55</td><td class="num">0</td>' in (
+        index_of(old)
+    )

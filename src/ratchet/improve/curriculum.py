@@ -3,15 +3,16 @@
 Levels open in order: practice starts at ``start_difficulty`` and the next level opens once the
 incumbent passes enough of the highest open one on the probe (its probe pass rate there reaches
 ``open_next_at``, 0.3), since transfer from easy to hard work within an env is strong and a level
-far beyond the agent yields no success to learn from. Within the open levels, work is sampled
-where the agent succeeds sometimes (see :mod:`ratchet.improve.frontier`): each level by
-``4 p (1 - p)`` of its training success rate, and each fresh task by that of its family at its
-level, so a family the agent already masters (or cannot yet start) gives way to one on its
-frontier. A suite's families are its members' (``calc/...``), so the same weights spread the
-budget over its envs, toward those on their frontier. A share of each batch revisits training
-tasks already played, again weighted by how close each task's own record is to the frontier:
-those are the tasks whose samples come out mixed, which is what the ``pairs`` and ``grpo``
-levers learn from.
+far beyond the agent yields no success to learn from. Within the open levels, work is sampled where
+the agent succeeds sometimes (see :mod:`ratchet.improve.frontier`): each level by ``4 p (1 - p)``
+of its training success rate, or by the share of its tasks that gave a verified lesson (search and
+hindsight included) times ``1 - p`` where that is higher, and each fresh task by ``4 p (1 - p)`` of
+its family at its level, so a family the agent already masters (or cannot yet start) gives way to
+one on its frontier. A suite's families are its members' (``calc/...``), so the same weights spread
+the budget over its envs, toward those on their frontier. A share of each batch revisits training
+tasks already played, again weighted by how close each task's own record is to the frontier: those
+are the tasks whose samples come out mixed, which is what the ``pairs`` and ``grpo`` levers learn
+from.
 
 :func:`choose_tasks` returns the tasks and a note of why (open levels, the probe rates that
 opened them, the weights), which the loop keeps in the round's record. Training tasks that a
@@ -30,7 +31,7 @@ from typing import Any
 from ratchet.core.env import Env
 from ratchet.core.task import Task, member_of
 from ratchet.core.trajectory import Trajectory
-from ratchet.improve.frontier import SuccessRates, frontier_weight
+from ratchet.improve.frontier import SuccessRates, frontier_weight, lesson_rates, level_weight
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ class Choice:
     Attributes:
         tasks: The tasks, revisits first.
         note: JSON-ready reasons: ``open_to`` (highest open level), ``probe`` (the incumbent's
-            probe pass rate per level), ``levels`` (each open level's weight), ``families``
+            probe pass rate per level), ``levels`` (each open level's weight), ``lessons``
+            (per level played, the share of its tasks that gave a lesson), ``families``
             (``family@level`` weights of the fresh draw), ``revisits`` and ``fresh`` counts,
             and for tasks of several envs (a suite) ``envs``, the tasks of each.
     """
@@ -167,7 +169,11 @@ def choose_tasks(
     mastery = probe_rates(probe)
     highest = open_levels(mastery, top, config)
     rates = SuccessRates.of_agent(history, incumbent)
-    levels = {level: frontier_weight(rates.level(level)) for level in range(1, highest + 1)}
+    lessons = lesson_rates(history, incumbent)
+    levels = {
+        level: level_weight(rates.level(level), lessons.get(level))
+        for level in range(1, highest + 1)
+    }
     played = {
         t.task.id: t.task
         for t in history
@@ -195,6 +201,7 @@ def choose_tasks(
         "open_to": highest,
         "probe": {str(level): round(rate, 3) for level, rate in mastery.items()},
         "levels": {str(level): round(w, 3) for level, w in levels.items()},
+        "lessons": {str(level): round(rate, 3) for level, rate in lessons.items()},
         "families": {key: round(w, 3) for key, w in sorted(families.items())},
         "revisits": len(revisits) - len(proposals),
         "proposed": len(proposals),

@@ -43,6 +43,50 @@ source's own task (the episode would have passed had it stopped earlier), and a 
 one episode per task, agent and sample: under the source's number the replay would be
 dropped there, though kept in memory, and lost on resume."""
 
+EpisodeKey = tuple[str, str, int]
+"""``(agent, task id, sample)``: one stored episode."""
+
+
+def episode_key(episode: Trajectory) -> EpisodeKey:
+    """The key naming ``episode`` among a run's stored episodes."""
+    return (episode.agent, episode.task.id, episode.sample)
+
+
+def sources(experience: Sequence[Trajectory]) -> frozenset[EpisodeKey]:
+    """The episodes of ``experience`` with a verified replay there at their own level or above.
+
+    A replay at a lower level does not count: on calc, hindsight makes a level-1 lesson of
+    almost every level-2 episode's first call, which says nothing of level 2.
+    """
+    levels = {t.task.id: t.task.difficulty for t in experience if not t.metadata.get("hindsight")}
+    found: set[EpisodeKey] = set()
+    for t in experience:
+        source = str(t.metadata.get("source_task"))
+        if not (t.passed and t.metadata.get("hindsight") and source in levels):
+            continue
+        if t.task.difficulty >= levels[source]:
+            found.add((t.agent, source, t.sample - REPLAY_SAMPLES))
+    return frozenset(found)
+
+
+def relabelled_sources(
+    env: Env, episodes: Sequence[Trajectory], agent: Agent
+) -> frozenset[EpisodeKey]:
+    """The failed ``episodes`` that :func:`relabel` turns into a verified success at their level.
+
+    At their own level or above, as :func:`sources` counts. Exploration credits a strategy
+    with these while a round is under way, before the round's relabels are made and stored
+    (see :mod:`ratchet.improve.explore.bandit`).
+    """
+    return frozenset(
+        episode_key(episode)
+        for episode in episodes
+        if any(
+            success.task.difficulty >= episode.task.difficulty
+            for success in relabel(env, episode, agent).successes
+        )
+    )
+
 
 @dataclass(frozen=True)
 class Relabelled:

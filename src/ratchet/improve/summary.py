@@ -128,12 +128,16 @@ def exploration_lines(record: dict[str, Any]) -> list[str]:
         + ("" if record.get("deterministic", True) else " (env not deterministic: sampling)")
     ]
     for name, levels in record.get("strategies", {}).items():
-        parts = ", ".join(
-            f"L{level} {passed}/{branches} ({tokens:,} tokens)"
-            for level, (branches, passed, tokens) in levels.items()
-        )
+        parts = ", ".join(_yield_text(level, counts) for level, counts in levels.items())
         lines.append(f"    {name}: {parts}")
     return lines
+
+
+def _yield_text(level: str, counts: list[int]) -> str:
+    """``L2 1/55 +10 relabelled (2,900 tokens)``; runs before relabels counted keep three counts."""
+    branches, passed, tokens, *rest = counts
+    relabelled = f" +{rest[0]} relabelled" if rest and rest[0] else ""
+    return f"L{level} {passed}/{branches}{relabelled} ({tokens:,} tokens)"
 
 
 def summary(run: RunDir, env: Env) -> dict[str, Any]:

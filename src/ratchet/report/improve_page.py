@@ -274,7 +274,9 @@ def _exploration_section(summary: dict[str, Any]) -> str:
         explored = record.get("exploration") or {}
         roots = explored.get("roots", [0, 0])
         for name, levels in (explored.get("strategies") or {"-": {}}).items():
-            for level, (branches, passed, tokens) in (levels or {"-": (0, 0, 0)}).items():
+            for level, counts in (levels or {"-": [0, 0, 0]}).items():
+                # Records made before relabelled branches were counted hold three numbers.
+                branches, passed, tokens, relabelled = [*counts, 0][:4]
                 rows.append(
                     [
                         str(record["round"]),
@@ -283,6 +285,7 @@ def _exploration_section(summary: dict[str, Any]) -> str:
                         esc(name),
                         esc(level),
                         f"{passed} / {branches}",
+                        str(relabelled),
                         count(tokens),
                     ]
                 )
@@ -293,7 +296,8 @@ def _exploration_section(summary: dict[str, Any]) -> str:
         '<p class="note">Each round plays every training task as the agent is (the roots), then '
         "searches the tasks no root solved: branches replay a state an episode reached and take "
         "an action not tried there, under a proposal strategy the scheduler picks by its "
-        "verified successes per generated token so far.</p>"
+        "verified lessons per generated token so far: branches that passed, and failed ones "
+        "hindsight relabelled into a verified success.</p>"
         + table(
             [
                 "round",
@@ -302,10 +306,11 @@ def _exploration_section(summary: dict[str, Any]) -> str:
                 "strategy",
                 "level",
                 "branches passed",
+                "relabelled",
                 "tokens generated",
             ],
             rows,
-            numeric=(1, 2, 5, 6),
+            numeric=(1, 2, 5, 6, 7),
         )
     )
 

@@ -1,5 +1,6 @@
 import itertools
 import random
+from dataclasses import replace
 
 from search_fakes import TASKS, eager, roots
 
@@ -14,6 +15,7 @@ from ratchet.envs.calc import env
 from ratchet.improve.explore import SearchConfig, explore
 from ratchet.improve.explore.bandit import Yield, rank, tally
 from ratchet.improve.explore.strategies import STRATEGIES
+from ratchet.improve.hindsight import REPLAY_SAMPLES, episode_key, sources
 
 
 def player(model, environment=env):
@@ -39,7 +41,7 @@ def player(model, environment=env):
 DEFAULT = SearchConfig()
 
 
-def run(model, tasks=TASKS, config=DEFAULT, search=True, history=(), environment=env):
+def run(model, tasks=TASKS, config=DEFAULT, search=True, history=(), environment=env, **options):
     play, played = player(model, environment)
     temperatures = {t.id: [0.7, 0.9] for t in tasks}
     result = explore(
@@ -54,6 +56,7 @@ def run(model, tasks=TASKS, config=DEFAULT, search=True, history=(), environment
         max_turns=4,
         seed=0,
         log=lambda line: played.append(("log", line)),
+        **options,
     )
     return result, played
 
@@ -69,9 +72,8 @@ def test_search_solves_what_the_samples_did_not_and_stops_there():
     samples = {s for label, jobs in played if label != "train" for _, s in jobs}
     assert samples <= {2, 3, 4, 5, 6, 7}
     branched = [t for t in result.episodes if t.sample >= 2]
-    assert sum(n for levels in record["strategies"].values() for n, _, _ in levels.values()) == len(
-        branched
-    )
+    counts = [n for levels in record["strategies"].values() for n, *_ in levels.values()]
+    assert sum(counts) == len(branched)
     assert all(t.exploration.parent in (0, 1) or t.exploration.parent >= 2 for t in branched)
     assert record["deterministic"]
 
@@ -184,3 +186,61 @@ def test_a_strategy_with_no_node_of_its_kind_gives_way_to_the_next_of_the_same_d
     # takes its place.
     seconds = [order[1] for order in orders if order[0] == cheap.name]
     assert seconds and seconds.count(paying.name) > 0.8 * len(seconds)
+
+
+def test_a_failed_branch_that_hindsight_relabels_counts_as_a_lesson_for_its_strategy():
+    def finisher(prompt, rng):
+        return '{"name": "finish", "arguments": {"answer": "1"}}'
+
+    asked = []
+    taught = {task.id for task in TASKS[0::2]}
+
+    def relabel(episodes):  # as if hindsight made a lesson of every second failure
+        asked.append(len(episodes))
+        return {episode_key(t) for t in episodes if not t.passed and t.task.id in taught}
+
+    config = SearchConfig(branches_per_task=3)
+    result, _ = run(FakeModel(reply=finisher), config=config, relabel=relabel)
+    record = result.record
+    assert asked and sum(asked) == record["branches"]  # once per wave, over its branches
+    lessons = sum(levels["2"][3] for levels in record["strategies"].values())
+    branched = [t for t in result.episodes if t.sample >= 2]
+    assert lessons == sum(t.task.id in taught for t in branched) > 0
+    assert all(levels["2"][1] == 0 for levels in record["strategies"].values())  # none passed
+    assert sum(y.relabelled for y in tally(result.episodes).values()) == 0  # none named
+
+
+def test_a_relabel_stored_in_an_earlier_round_credits_the_branch_it_came_from():
+    result, _ = run(eager(), TASKS[:1])
+    branch = next(t for t in result.episodes if t.sample >= 2 and t.passed)
+    failed = replace(branch, verdict=Verdict.of(False))
+    above = env.tasks("train", 1, seed=8, difficulty=3)[0]
+    below = env.tasks("train", 1, seed=8, difficulty=1)[0]
+    relabels = [
+        replace(
+            failed,
+            task=task,
+            verdict=Verdict.of(True),
+            sample=REPLAY_SAMPLES + failed.sample,
+            metadata={"hindsight": True, "source_task": failed.task.id},
+            exploration=None,
+        )
+        for task in (above, below)
+    ]
+    history = [failed, *relabels]
+    (counted,) = tally(history, sources(history)).values()
+    assert (counted.branches, counted.passed, counted.relabelled) == (1, 0, 1)
+    # A replay at a lower level than its source says nothing of the source's level.
+    (counted,) = tally(history[::2], sources(history[::2])).values()
+    assert (counted.branches, counted.passed, counted.relabelled) == (1, 0, 0)
+
+
+def test_the_scheduler_counts_relabelled_branches_as_lessons():
+    relabelled, idle = STRATEGIES[1], STRATEGIES[2]
+    yields = {
+        (relabelled.name, 2): Yield(20, 0, 2000, relabelled=10),
+        (idle.name, 2): Yield(20, 1, 2000),
+    }
+    rng = random.Random(0)
+    picks = [rank([idle, relabelled], 2, yields, rng)[0].name for _ in range(200)]
+    assert picks.count(relabelled.name) > 180
