@@ -67,8 +67,10 @@ def test_success_rates_are_the_incumbents_own_once_it_has_played():
     assert own.note["levels"] == {"1": 0.15, "2": 0.36}
     fresh = own.tasks[own.note["revisits"] :]
     assert sum(t.difficulty == 2 for t in fresh) > sum(t.difficulty == 1 for t in fresh)
-    # An incumbent that has not played yet is judged by everyone's episodes.
-    assert choose_tasks(env, base + v1, 40, 1, probe=probe, incumbent="v2").note == pooled.note
+    # An incumbent that has not played yet is judged by its probe where it has one, by
+    # everyone's episodes elsewhere.
+    new = choose_tasks(env, base + v1, 40, 1, probe=probe, incumbent="v2")
+    assert new.note["levels"] == {"1": 0.15, "2": 0.36}
 
 
 def test_fresh_tasks_favour_the_family_on_its_frontier():
@@ -149,3 +151,26 @@ def test_a_level_where_practice_makes_lessons_is_not_left_at_the_floor():
         return sum(t.difficulty == 2 for t in fresh) / len(fresh)
 
     assert level2_share(taught) > level2_share(plain) + 0.15
+
+
+def test_a_new_incumbent_weighs_a_level_it_has_not_practised_by_its_probe():
+    # The base failed level 1 while hindsight taught it; v2 passes 0.9 of it on the probe.
+    history = episodes({1: 0.0})
+    relabels = [
+        replace(
+            e,
+            task=task,
+            verdict=Verdict.of(True),
+            sample=REPLAY_SAMPLES + e.sample,
+            metadata={"hindsight": True, "source_task": e.task.id},
+        )
+        for e, task in zip(history, env.tasks("train", 10, seed=12, difficulty=1), strict=True)
+    ]
+    probe = [replace(e, agent="v2") for e in episodes({1: 0.9}, split="probe")]
+    inherited = choose_tasks(env, history + relabels, 40, seed=1, probe=probe)
+    own = choose_tasks(env, history + relabels, 40, seed=1, probe=probe, incumbent="v2")
+    assert inherited.note["levels"] == {"1": 1.0, "2": 1.0}  # the base's rate 0, lessons 1.0
+    assert own.note["levels"] == {"1": 0.36, "2": 1.0}  # 4 * 0.9 * 0.1
+    practised = [replace(e, agent="v2") for e in episodes({1: 0.5})]
+    played = choose_tasks(env, practised, 40, seed=1, probe=probe, incumbent="v2")
+    assert played.note["levels"]["1"] == 1.0  # its own training rate, 0.5, once it has one

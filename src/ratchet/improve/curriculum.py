@@ -31,7 +31,13 @@ from typing import Any
 from ratchet.core.env import Env
 from ratchet.core.task import Task, member_of
 from ratchet.core.trajectory import Trajectory
-from ratchet.improve.frontier import SuccessRates, frontier_weight, lesson_rates, level_weight
+from ratchet.improve.frontier import (
+    SuccessRates,
+    frontier_weight,
+    is_own,
+    lesson_rates,
+    level_weight,
+)
 
 
 @dataclass(frozen=True)
@@ -162,6 +168,10 @@ def choose_tasks(
         incumbent: The version that will practise. Success rates come from its own training
             episodes when it has any: pooled with an earlier agent's failures, a level it
             has mastered looks half solved, and takes the batch from the level it has not.
+            At a level it has not practised yet but was probed at, a level's weight reads
+            its probe pass rate: on calc (dev seed 1), a new adapter that passed 0.92 of
+            level 1 on the probe inherited its base's level-1 rate of 0 and lesson share
+            0.94, and the level weighed 0.94 where its own rate gives 0.30.
     """
     config = config or CurriculumConfig()
     rng = random.Random(seed)
@@ -170,8 +180,11 @@ def choose_tasks(
     highest = open_levels(mastery, top, config)
     rates = SuccessRates.of_agent(history, incumbent)
     lessons = lesson_rates(history, incumbent)
+    # A new incumbent's probe is its own record; the training rates it inherits are not.
+    practised = {t.task.difficulty for t in history if t.agent == incumbent and is_own(t)}
+    probed = {} if incumbent is None else {k: v for k, v in mastery.items() if k not in practised}
     levels = {
-        level: level_weight(rates.level(level), lessons.get(level))
+        level: level_weight(probed.get(level, rates.level(level)), lessons.get(level))
         for level in range(1, highest + 1)
     }
     played = {
