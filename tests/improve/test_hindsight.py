@@ -11,7 +11,6 @@ from ratchet.improve.hindsight import (
     lessons,
     relabel,
     relabel_all,
-    relabelled_sources,
     sources,
     trim,
 )
@@ -206,7 +205,7 @@ def test_a_success_that_acted_on_is_trimmed_and_its_trim_is_the_lesson():
     assert lessons([greedy, trimmed, solved_elsewhere]) == [trimmed, solved_elsewhere]
 
 
-def test_a_failure_is_a_relabelled_source_only_with_a_lesson_at_its_own_level_or_above():
+def test_a_failure_is_a_source_only_with_a_lesson_at_its_own_level_or_above():
     task = env.tasks("train", 1, difficulty=2)[0]
     start = task.params["start"]
     two = replay(
@@ -216,7 +215,6 @@ def test_a_failure_is_a_relabelled_source_only_with_a_lesson_at_its_own_level_or
     # Both give a level-1 lesson (their first call); only the first gives one at level 2.
     assert {s.task.difficulty for s in relabel(env, two, AGENT).successes} == {1, 2}
     assert {s.task.difficulty for s in relabel(env, one, AGENT).successes} == {1}
-    assert relabelled_sources(env, [two, one], AGENT) == {episode_key(two)}
     found = relabel_all(env, [two, one], AGENT, max_difficulty=2).successes
     assert sources([two, one, *found]) == {episode_key(two)}
     assert sources(found) == set()  # a source not among the episodes has no known level

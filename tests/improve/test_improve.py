@@ -19,12 +19,13 @@ from ratchet.core.agent import Agent, load_agent
 from ratchet.core.task import split_of
 from ratchet.core.verdict import Verdict
 from ratchet.engine.models import cached_backends
+from ratchet.engine.models.base import offered_tools
 from ratchet.engine.rollout import RolloutConfig
 from ratchet.engine.store import Store
 from ratchet.envs.calc import env
 from ratchet.envs.registry import load_env_reference
 from ratchet.improve.config import ImproveConfig
-from ratchet.improve.hindsight import relabelled_sources
+from ratchet.improve.hindsight import episode_key, sources
 from ratchet.improve.levers import NoCandidate
 from ratchet.improve.loop import improve
 from ratchet.improve.summary import round_lines
@@ -503,13 +504,34 @@ def test_hindsight_keeps_only_tasks_of_the_open_levels(tmp_path):
     config = replace(CONFIG, rounds=1, levers=("exemplars",))
     improve(config, env, tmp_path, lambda a, d: FakeModel(reply=reply), log=quiet)
     with Store(tmp_path) as store:
-        relabelled = [
-            t for _, t in store.trajectories(split="train") if t.metadata.get("hindsight")
-        ]
+        train = [t for _, t in store.trajectories(split="train")]
+    relabelled = [t for t in train if t.metadata.get("hindsight")]
     # Two adds then a wrong finish: the one-add prefixes are level 1 (kept), the two-add
     # prefixes level 2, above the open level 1 (dropped).
     assert relabelled and {t.task.difficulty for t in relabelled} == {1}
     assert {len(t.steps) for t in relabelled} == {2}
+
+
+def test_each_strategys_relabelled_branches_are_counted_in_the_rounds_record(tmp_path):
+    def reply(prompt, rng):  # finishes at once when it may, else adds and then finishes
+        results = [m["content"] for m in prompt.messages if m["role"] == "tool"]
+        if results or "finish" in {t["function"]["name"] for t in offered_tools(prompt)}:
+            return json.dumps({"name": "finish", "arguments": {"answer": "-1"}})
+        task = [m["content"] for m in prompt.messages if m["role"] == "user"][-1]
+        start = int(re.findall(r"\d+", task)[0])
+        return json.dumps({"name": "add", "arguments": {"a": start, "b": rng.randint(1, 9)}})
+
+    config = replace(CONFIG, rounds=1, levers=("exemplars",))
+    summary = improve(config, env, tmp_path, lambda a, d: FakeModel(reply=reply), log=quiet)
+    with Store(tmp_path) as store:
+        train = [t for _, t in store.trajectories(split="train")]
+    # The roots finish at once and teach nothing; the branches made to act are relabelled.
+    branches = {episode_key(t) for t in train if t.exploration and t.exploration.parent is not None}
+    taught = sources(train)
+    assert taught and taught <= branches
+    by_strategy = summary["rounds"][0]["exploration"]["strategies"]
+    counted = sum(counts[3] for levels in by_strategy.values() for counts in levels.values())
+    assert counted == len(taught)
 
 
 def explored(config, directory):
@@ -543,9 +565,12 @@ def test_tasks_no_sample_solved_are_searched_and_probe_and_test_are_never_steere
     assert all(t.exploration is not None and t.exploration.own for t in roots)
     by_strategy = record["strategies"]
     assert sum(n for levels in by_strategy.values() for n, *_ in levels.values()) == len(searched)
-    # A failed branch hindsight turns into a lesson at its level counts as one for its strategy.
+    # The record counts each strategy's branches that hindsight relabelled at their level.
+    with Store(tmp_path / "auto") as store:
+        relabels = [t for _, t in store.trajectories(split="train") if t.metadata.get("hindsight")]
+    taught = sources([*searched, *relabels]) & {episode_key(t) for t in searched}
     relabelled = sum(counts[3] for levels in by_strategy.values() for counts in levels.values())
-    assert relabelled == len(relabelled_sources(env, searched, Agent(model="fake")))
+    assert relabelled == len(taught)
     assert not any(t.exploration for t in held_out)
     summary, train, held_out = explored(replace(config, explore="off"), tmp_path / "off")
     assert all(t.sample < k for t in train) and summary["rounds"][0]["exploration"]["branches"] == 0

@@ -69,25 +69,6 @@ def sources(experience: Sequence[Trajectory]) -> frozenset[EpisodeKey]:
     return frozenset(found)
 
 
-def relabelled_sources(
-    env: Env, episodes: Sequence[Trajectory], agent: Agent
-) -> frozenset[EpisodeKey]:
-    """The failed ``episodes`` that :func:`relabel` turns into a verified success at their level.
-
-    At their own level or above, as :func:`sources` counts. Exploration credits a strategy
-    with these while a round is under way, before the round's relabels are made and stored
-    (see :mod:`ratchet.improve.explore.bandit`).
-    """
-    return frozenset(
-        episode_key(episode)
-        for episode in episodes
-        if any(
-            success.task.difficulty >= episode.task.difficulty
-            for success in relabel(env, episode, agent).successes
-        )
-    )
-
-
 @dataclass(frozen=True)
 class Relabelled:
     """What hindsight made of a batch of episodes.

@@ -31,7 +31,7 @@ from ratchet.improve.config import ImproveConfig
 from ratchet.improve.curriculum import CurriculumConfig, choose_tasks
 from ratchet.improve.experience import verified_experience
 from ratchet.improve.gate import decide_round, retests, round_alpha, unreachable, winner
-from ratchet.improve.hindsight import relabel_all
+from ratchet.improve.hindsight import relabel_all, sources
 from ratchet.improve.levers import WEIGHT_LEVERS, Lever, make_levers
 from ratchet.improve.practice import Practice, draw
 from ratchet.improve.rundir import RunDir
@@ -153,7 +153,8 @@ def _round(
         practice.test(run.agent(best.candidate), test)
         phases["test"] = lap()
     record = round_record(number, incumbent, explored.episodes, learned, baseline, decisions, best)
-    record["exploration"] = explored.record
+    relabelled = sources([*explored.episodes, *learned.successes])
+    record["exploration"] = explored.with_relabels(relabelled).record
     record["curriculum"] = {**chosen, "probe_to": practice.probe_top(open_to)}
     record["alpha"] = alpha
     record["probe_reused"] = list(drawn.reused)

@@ -7,7 +7,6 @@ exploration samples fresh, and nothing a test episode does can reach a decision.
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -29,7 +28,6 @@ from ratchet.improve.config import ImproveConfig
 from ratchet.improve.explore import Explored, explore
 from ratchet.improve.frontier import SuccessRates, explore_temperatures
 from ratchet.improve.gate import RETEST_FIRST_SAMPLE, Retest
-from ratchet.improve.hindsight import relabelled_sources
 from ratchet.improve.levers.base import Lever, LeverContext, make_play
 from ratchet.improve.rundir import Propose, RunDir
 from ratchet.improve.schedule import SitsOut
@@ -132,7 +130,6 @@ class Practice:
             max_turns=config.budget().max_turns or 1,
             seed=seed,
             shared=policy_of(self.env),
-            relabel=functools.partial(relabelled_sources, self.env, agent=agent),
             log=log,
         )
 

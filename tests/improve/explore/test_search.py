@@ -188,29 +188,25 @@ def test_a_strategy_with_no_node_of_its_kind_gives_way_to_the_next_of_the_same_d
     assert seconds and seconds.count(paying.name) > 0.8 * len(seconds)
 
 
-def test_a_failed_branch_that_hindsight_relabels_counts_as_a_lesson_for_its_strategy():
+def test_the_record_counts_the_branches_hindsight_relabelled_per_strategy():
     def finisher(prompt, rng):
         return '{"name": "finish", "arguments": {"answer": "1"}}'
 
-    asked = []
-    taught = {task.id for task in TASKS[0::2]}
-
-    def relabel(episodes):  # as if hindsight made a lesson of every second failure
-        asked.append(len(episodes))
-        return {episode_key(t) for t in episodes if not t.passed and t.task.id in taught}
-
-    config = SearchConfig(branches_per_task=3)
-    result, _ = run(FakeModel(reply=finisher), config=config, relabel=relabel)
-    record = result.record
-    assert asked and sum(asked) == record["branches"]  # once per wave, over its branches
-    lessons = sum(levels["2"][3] for levels in record["strategies"].values())
+    result, _ = run(FakeModel(reply=finisher), config=SearchConfig(branches_per_task=3))
     branched = [t for t in result.episodes if t.sample >= 2]
-    assert lessons == sum(t.task.id in taught for t in branched) > 0
-    assert all(levels["2"][1] == 0 for levels in record["strategies"].values())  # none passed
-    assert sum(y.relabelled for y in tally(result.episodes).values()) == 0  # none named
+    assert all(levels["2"][3] == 0 for levels in result.record["strategies"].values())
+    taught = {episode_key(t) for t in branched[::2]} | {episode_key(result.episodes[0])}
+    counted = result.with_relabels(taught)
+    assert sum(levels["2"][3] for levels in counted.record["strategies"].values()) == len(
+        branched[::2]
+    )  # the root among them is not a branch
+    assert counted.episodes == result.episodes
+    assert {k: v for k, v in counted.record.items() if k != "strategies"} == {
+        k: v for k, v in result.record.items() if k != "strategies"
+    }
 
 
-def test_a_relabel_stored_in_an_earlier_round_credits_the_branch_it_came_from():
+def test_a_stored_relabel_is_counted_for_the_branch_it_came_from_at_its_level_or_above():
     result, _ = run(eager(), TASKS[:1])
     branch = next(t for t in result.episodes if t.sample >= 2 and t.passed)
     failed = replace(branch, verdict=Verdict.of(False))
@@ -235,12 +231,12 @@ def test_a_relabel_stored_in_an_earlier_round_credits_the_branch_it_came_from():
     assert (counted.branches, counted.passed, counted.relabelled) == (1, 0, 0)
 
 
-def test_the_scheduler_counts_relabelled_branches_as_lessons():
-    relabelled, idle = STRATEGIES[1], STRATEGIES[2]
+def test_the_scheduler_ranks_by_passes_not_by_relabels():
+    relabelled, passing = STRATEGIES[1], STRATEGIES[2]
     yields = {
-        (relabelled.name, 2): Yield(20, 0, 2000, relabelled=10),
-        (idle.name, 2): Yield(20, 1, 2000),
+        (relabelled.name, 2): Yield(20, 0, 2000, relabelled=15),
+        (passing.name, 2): Yield(20, 4, 2000),
     }
     rng = random.Random(0)
-    picks = [rank([idle, relabelled], 2, yields, rng)[0].name for _ in range(200)]
-    assert picks.count(relabelled.name) > 180
+    picks = [rank([relabelled, passing], 2, yields, rng)[0].name for _ in range(200)]
+    assert picks.count(passing.name) > 180

@@ -1,14 +1,17 @@
 """Which strategy steers a branch: chosen by each strategy's measured yield, per level.
 
-A strategy's yield at a level is its verified lessons per generated token: how many of the
-branches it steered there passed, or failed but were relabelled by hindsight into a verified
-success (see :mod:`ratchet.improve.hindsight`), over the tokens they cost (the discarded
-resamples of their branching action included). Relabels count because at a level the agent
-cannot yet start they are most of what search finds: on calc's level 2 (dev seed 0), 1 of 55
-``chain`` branches passed and 10 more were relabelled into two-step lessons, while the
-scheduler, counting passes alone, gave ``policy`` more branches than ``chain`` (71 to 55).
+A strategy's yield at a level is its verified successes per generated token: how many of the
+branches it steered there passed, over the tokens they cost (the discarded resamples of their
+branching action included). Each record also counts the failed branches hindsight relabelled
+into a success at their level (see :mod:`ratchet.improve.hindsight`), which is most of what a
+level the agent cannot start yields, but the scheduler does not rank by them: a relabel is the
+task the branch happened to solve, not one the env would set. Ranked by them on calc's level 2
+(dev seed 1), the scheduler gave none of round 3's 102 level-2 branches to ``chain``, and 33 of
+the run's 40 level-2 lessons took their second operand from their first call (``(36 + 39) -
+39``, answer the start); level 2 stayed at 0 on the test. Ranked by passes, 21
+of seed 0's 37 level-2 lessons came from ``chain``, none of them of that kind.
 
-The scheduler is a Thompson sampler: for each branch it draws a lesson rate for every strategy
+The scheduler is a Thompson sampler: for each branch it draws a pass rate for every strategy
 from its Beta posterior at the branch's level (shrunk toward the strategy's record over all
 levels, so a level it has not played yet starts from what it did elsewhere), divides it by the
 strategy's mean cost per branch, and takes the best. A strategy that keeps paying gets most of
@@ -48,11 +51,6 @@ class Yield:
     tokens: int = 0
     relabelled: int = 0
 
-    @property
-    def lessons(self) -> int:
-        """Branches that gave a verified success: passed, or relabelled."""
-        return self.passed + self.relabelled
-
     def __add__(self, other: Yield) -> Yield:
         return Yield(
             self.branches + other.branches,
@@ -74,7 +72,7 @@ def tally(
     Args:
         episodes: Episodes; those a strategy steered from a node (branches) are counted.
         relabelled: The failed episodes hindsight relabelled into a verified success (see
-            :func:`~ratchet.improve.hindsight.relabelled_sources`).
+            :func:`~ratchet.improve.hindsight.sources`).
     """
     found: dict[tuple[str, int], Yield] = {}
     for episode in episodes:
@@ -116,9 +114,9 @@ def rank(
     values: list[float] = []
     for strategy in strategies:
         pooled, here = everywhere[strategy.name], yields.get((strategy.name, level), Yield())
-        prior = (pooled.lessons + 1) / (pooled.branches + 2)
-        alpha = PRIOR_WEIGHT * prior + here.lessons
-        beta = PRIOR_WEIGHT * (1 - prior) + here.branches - here.lessons
+        prior = (pooled.passed + 1) / (pooled.branches + 2)
+        alpha = PRIOR_WEIGHT * prior + here.passed
+        beta = PRIOR_WEIGHT * (1 - prior) + here.branches - here.passed
         cost = (pooled.tokens + mean_cost) / (pooled.branches + 1)
         values.append(rng.betavariate(alpha, beta) / max(cost, 1.0))
     order = sorted(range(len(strategies)), key=lambda i: -values[i])

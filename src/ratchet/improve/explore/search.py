@@ -29,17 +29,10 @@ from ratchet.improve.explore.bandit import Yield, rank, tally
 from ratchet.improve.explore.branch import Branch
 from ratchet.improve.explore.strategies import STRATEGIES, Strategy, strategy_named
 from ratchet.improve.explore.tree import Weights, choose, nodes, reach_of
-from ratchet.improve.hindsight import EpisodeKey, sources
+from ratchet.improve.hindsight import EpisodeKey
 
 PlayWave = Callable[[Sequence[Task], int, int, Steer, str], list[Trajectory]]
 """``play(tasks, k, first_sample, steer, label)``: play and store ``k`` steered samples a task."""
-
-Relabel = Callable[[Sequence[Trajectory]], Set[EpisodeKey]]
-"""``relabel(episodes)``: the failed ones hindsight turns into a verified success."""
-
-
-def _none_relabelled(episodes: Sequence[Trajectory]) -> Set[EpisodeKey]:
-    return frozenset()
 
 
 @dataclass(frozen=True)
@@ -91,12 +84,22 @@ class Explored:
         episodes: Every training episode of the round: the roots, then each wave's branches.
         record: JSON-ready: ``roots`` (``[passed, episodes]``), ``searched`` (tasks),
             ``solved`` (of those, by a branch), ``branches`` (played), ``strategies``
-            (``{name: {level: [branches, passed, tokens, relabelled]}}`` this round),
-            ``deterministic``.
+            (``{name: {level: [branches, passed, tokens, relabelled]}}`` this round; the
+            last count is 0 until :meth:`with_relabels`), ``deterministic``.
     """
 
     episodes: list[Trajectory]
     record: dict[str, Any]
+
+    def with_relabels(self, relabelled: Set[EpisodeKey]) -> Explored:
+        """The same round, its record counting each strategy's branches in ``relabelled``.
+
+        Args:
+            relabelled: The episodes hindsight relabelled into a verified success at their
+                level or above (see :func:`~ratchet.improve.hindsight.sources`).
+        """
+        strategies = _by_strategy(tally(self.episodes, relabelled))
+        return replace(self, record={**self.record, "strategies": strategies})
 
 
 def explore(
@@ -112,7 +115,6 @@ def explore(
     max_turns: int,
     seed: int,
     shared: str = "",
-    relabel: Relabel = _none_relabelled,
     log: Callable[[str], None] = print,
 ) -> Explored:
     """Play a round's training tasks: ``k`` roots each, then search the unsolved ones.
@@ -131,8 +133,6 @@ def explore(
         max_turns: The episodes' turn budget.
         seed: Seeds the scheduler's draws.
         shared: Text every task of the env shows (its policy), which no strategy copies from.
-        relabel: Which of a wave's failed branches hindsight turns into a verified success
-            (the scheduler counts them as lessons; earlier rounds' are read from ``history``).
         log: Where to say that the env is not deterministic.
     """
     strategies = [strategy_named(name) for name in config.strategies]
@@ -146,8 +146,7 @@ def explore(
     episodes: dict[str, list[Trajectory]] = {task.id: [] for task in tasks}
     episodes |= _grouped(play(tasks, k, first, root, "train"))
     deterministic = all(_matched(t) for t in history)
-    relabelled = set(sources(history))
-    yields = tally(history, relabelled)
+    yields = tally(history)
     reach = reach_of([t for t in [*history, *_flat(episodes)] if t.passed])
     searched: set[str] = set()
     waves = config.branches_per_task if search else 0
@@ -174,8 +173,7 @@ def explore(
         played = play(wave_tasks, 1, sample, steer, f"train search {wave + 1}")
         for task_id, fresh in _grouped(played).items():
             episodes[task_id].extend(fresh)
-        relabelled |= relabel(played)
-        yields = _merged(yields, tally(played, relabelled))
+        yields = _merged(yields, tally(played))
         if deterministic and not all(_matched(t) for t in played):
             deterministic = False
             log(
@@ -183,8 +181,7 @@ def explore(
                 "deterministic, so exploration samples afresh instead of branching"
             )
     everything = _flat(episodes)
-    record = _record(everything, first, k, searched, deterministic, relabelled)
-    return Explored(everything, record)
+    return Explored(everything, _record(everything, first, k, searched, deterministic))
 
 
 def _record(
@@ -193,7 +190,6 @@ def _record(
     k: int,
     searched: set[str],
     deterministic: bool,
-    relabelled: Set[EpisodeKey],
 ) -> dict[str, Any]:
     """The round's exploration record: roots passed, tasks searched and solved, the split."""
     roots = [t for t in episodes if first <= t.sample < first + k]
@@ -203,7 +199,7 @@ def _record(
         "searched": len(searched),
         "solved": len({t.task.id for t in branched if t.passed}),
         "branches": len(branched),
-        "strategies": _by_strategy(tally(branched, relabelled)),
+        "strategies": _by_strategy(tally(branched)),
         "deterministic": deterministic,
     }
 
