@@ -20,6 +20,20 @@ def episodes(rates_by_level, n=10, split="train", family=None):
     return made
 
 
+def relabelled(sources, tasks):
+    """Hindsight's verified replays of the failed ``sources``, one on each of ``tasks``."""
+    return [
+        replace(
+            e,
+            task=task,
+            verdict=Verdict.of(True),
+            sample=REPLAY_SAMPLES + e.sample,
+            metadata={"hindsight": True, "source_task": e.task.id},
+        )
+        for e, task in zip(sources, tasks, strict=True)
+    ]
+
+
 def test_a_level_opens_when_the_incumbent_passes_0_3_of_the_one_below_on_the_probe():
     config = CurriculumConfig()
     assert open_levels({}, top=5, config=config) == 1
@@ -128,17 +142,7 @@ def test_a_level_where_practice_makes_lessons_is_not_left_at_the_floor():
     # six of ten level-2 failures into level-2 lessons.
     history = episodes({1: 0.7, 2: 0.0})
     level2 = [e for e in history if e.task.difficulty == 2]
-    described = env.tasks("train", 6, seed=11, difficulty=2)
-    relabels = [
-        replace(
-            e,
-            task=task,
-            verdict=Verdict.of(True),
-            sample=REPLAY_SAMPLES + e.sample,
-            metadata={"hindsight": True, "source_task": e.task.id},
-        )
-        for e, task in zip(level2, described, strict=False)
-    ]
+    relabels = relabelled(level2[:6], env.tasks("train", 6, seed=11, difficulty=2))
     probe = episodes({1: 0.9}, split="probe")
     plain = choose_tasks(env, history, 40, seed=1, probe=probe)
     taught = choose_tasks(env, history + relabels, 40, seed=1, probe=probe)
@@ -156,16 +160,7 @@ def test_a_level_where_practice_makes_lessons_is_not_left_at_the_floor():
 def test_a_new_incumbent_weighs_a_level_it_has_not_practised_by_its_probe():
     # The base failed level 1 while hindsight taught it; v2 passes 0.9 of it on the probe.
     history = episodes({1: 0.0})
-    relabels = [
-        replace(
-            e,
-            task=task,
-            verdict=Verdict.of(True),
-            sample=REPLAY_SAMPLES + e.sample,
-            metadata={"hindsight": True, "source_task": e.task.id},
-        )
-        for e, task in zip(history, env.tasks("train", 10, seed=12, difficulty=1), strict=True)
-    ]
+    relabels = relabelled(history, env.tasks("train", 10, seed=12, difficulty=1))
     probe = [replace(e, agent="v2") for e in episodes({1: 0.9}, split="probe")]
     inherited = choose_tasks(env, history + relabels, 40, seed=1, probe=probe)
     own = choose_tasks(env, history + relabels, 40, seed=1, probe=probe, incumbent="v2")

@@ -143,6 +143,24 @@ def _draw_fresh(
     return fresh, families
 
 
+def _level_weights(
+    history: Sequence[Trajectory],
+    rates: SuccessRates,
+    lessons: Mapping[int, float],
+    mastery: Mapping[int, float],
+    highest: int,
+    incumbent: str | None,
+) -> dict[int, float]:
+    """Each open level's weight (see :func:`~ratchet.improve.frontier.level_weight`)."""
+    # A new incumbent's probe is its own record; the training rates it inherits are not.
+    practised = {t.task.difficulty for t in history if t.agent == incumbent and is_own(t)}
+    probed = {} if incumbent is None else {k: v for k, v in mastery.items() if k not in practised}
+    return {
+        level: level_weight(probed.get(level, rates.level(level)), lessons.get(level))
+        for level in range(1, highest + 1)
+    }
+
+
 def choose_tasks(
     env: Env,
     history: Sequence[Trajectory],
@@ -180,13 +198,7 @@ def choose_tasks(
     highest = open_levels(mastery, top, config)
     rates = SuccessRates.of_agent(history, incumbent)
     lessons = lesson_rates(history, incumbent)
-    # A new incumbent's probe is its own record; the training rates it inherits are not.
-    practised = {t.task.difficulty for t in history if t.agent == incumbent and is_own(t)}
-    probed = {} if incumbent is None else {k: v for k, v in mastery.items() if k not in practised}
-    levels = {
-        level: level_weight(probed.get(level, rates.level(level)), lessons.get(level))
-        for level in range(1, highest + 1)
-    }
+    levels = _level_weights(history, rates, lessons, mastery, highest, incumbent)
     played = {
         t.task.id: t.task
         for t in history
