@@ -296,8 +296,8 @@ def _exploration_section(summary: dict[str, Any]) -> str:
         '<p class="note">Each round plays every training task as the agent is (the roots), then '
         "searches the tasks no root solved: branches replay a state an episode reached and take "
         "an action not tried there, under a proposal strategy the scheduler picks by its "
-        "verified lessons per generated token so far: branches that passed, and failed ones "
-        "hindsight relabelled into a verified success.</p>"
+        "verified successes per generated token so far. Relabelled: failed branches hindsight "
+        "turned into a verified success at their level (recorded, not ranked by).</p>"
         + table(
             [
                 "round",

@@ -7,9 +7,9 @@ into a success at their level (see :mod:`ratchet.improve.hindsight`), which is m
 level the agent cannot start yields, but the scheduler does not rank by them: a relabel is the
 task the branch happened to solve, not one the env would set. Ranked by them on calc's level 2
 (dev seed 1), the scheduler gave none of round 3's 102 level-2 branches to ``chain``, and 33 of
-the run's 40 level-2 lessons took their second operand from their first call (``(36 + 39) -
-39``, answer the start); level 2 stayed at 0 on the test. Ranked by passes, 21
-of seed 0's 37 level-2 lessons came from ``chain``, none of them of that kind.
+the run's 40 level-2 lessons took their second operand from their first call
+(``(36 + 39) - 39``, answer the start); level 2 stayed at 0 on the test. Ranked by passes, 21 of
+seed 0's 37 level-2 lessons came from ``chain``, none of them of that kind.
 
 The scheduler is a Thompson sampler: for each branch it draws a pass rate for every strategy
 from its Beta posterior at the branch's level (shrunk toward the strategy's record over all

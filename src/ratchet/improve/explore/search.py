@@ -185,11 +185,7 @@ def explore(
 
 
 def _record(
-    episodes: list[Trajectory],
-    first: int,
-    k: int,
-    searched: set[str],
-    deterministic: bool,
+    episodes: list[Trajectory], first: int, k: int, searched: set[str], deterministic: bool
 ) -> dict[str, Any]:
     """The round's exploration record: roots passed, tasks searched and solved, the split."""
     roots = [t for t in episodes if first <= t.sample < first + k]
