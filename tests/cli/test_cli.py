@@ -519,3 +519,15 @@ def test_improve_help_groups_options_in_panels_with_full_flag_names():
         if item.name != "env" and "moved" not in item.metadata:
             assert f"{flag} " in text, item.name
     assert "task --train-k" in text and "train_k" not in text
+
+
+def test_the_command_line_imports_no_model_engine_or_server_until_a_command_needs_one() -> None:
+    import subprocess
+    import sys
+
+    heavy = ("torch", "transformers", "peft", "openai", "uvicorn", "fastapi")
+    probe = f"import sys, ratchet.cli; print(','.join(m for m in {heavy!r} if m in sys.modules))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert loaded == ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,9 +23,9 @@ from ratchet.core.agent import Agent, load_agent
 from ratchet.engine.models import Model, make_model
 from ratchet.engine.store import Store
 from ratchet.serve.config import ServeConfig
-from ratchet.serve.conversations import ServedMemory
-from ratchet.serve.models import BuildAdapter, ServedModels
-from ratchet.serve.recorder import Recorder
+
+if TYPE_CHECKING:
+    from ratchet.serve.models import BuildAdapter
 
 
 @with_options(config_options(ServeConfig))
@@ -51,6 +51,9 @@ def serve(
         import uvicorn
 
         from ratchet.serve.app import Server, Uvicorn, create_app
+        from ratchet.serve.conversations import ServedMemory
+        from ratchet.serve.models import ServedModels
+        from ratchet.serve.recorder import Recorder
     except ImportError as exc:
         fail(
             f"ratchet serve needs the serve extra ({exc.name} is missing): "
