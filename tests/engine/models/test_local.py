@@ -188,7 +188,11 @@ def test_seeded_sampling_repeats_and_batches_are_split(model: Any) -> None:
     sampling = Sampling(temperature=0.7, max_tokens=48, seed=7)
     model.max_batch_size = 2
     try:
+        # Each call from an empty KV cache: a prefix read back from the cache rounds differently
+        # in bf16 from one read afresh (docs/models.md), which is not what this test is about.
+        model.clear_kv_cache()
         first = model.complete(prompts, sampling)
+        model.clear_kv_cache()
         second = model.complete(prompts, sampling)
     finally:
         model.max_batch_size = 16
