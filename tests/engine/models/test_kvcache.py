@@ -5,7 +5,7 @@ import pytest
 import torch
 import transformers
 
-from ratchet.engine.models.kvcache import PrefixCache, supports
+from ratchet.engine.models.kvcache import GrowingLayer, PrefixCache, growing_cache, supports
 
 PAD, EOS = 0, 1
 
@@ -47,8 +47,10 @@ def plain(model: Any, rows: list[list[int]]) -> list[list[int]]:
     return [output[i, width:].tolist() for i in range(len(rows))]
 
 
-def reused(model: Any, cache: PrefixCache, rows: list[list[int]]) -> tuple[list[list[int]], Any]:
-    batch = cache.batch(rows)
+def reused(
+    model: Any, cache: PrefixCache, rows: list[list[int]], spare: int | None = None
+) -> tuple[list[list[int]], Any]:
+    batch = cache.batch(rows, spare)
     inputs = {"input_ids": batch.input_ids, "attention_mask": batch.attention_mask}
     output = generate(model, inputs, batch.cache)
     cache.remember(batch, output, EOS)
@@ -76,6 +78,54 @@ def test_reused_prefixes_give_the_replies_of_a_fresh_prefill(tiny: Any) -> None:
     assert second == plain(tiny, turn_two)
     assert all(c >= len(r) for c, r in zip(batch.cached[:3], rows, strict=True))
     assert batch.cached[3] == 48
+
+
+def test_a_cache_that_grows_in_place_gives_the_same_replies_with_and_without_reuse(
+    tiny: Any,
+) -> None:
+    rng = random.Random(4)
+    system = tokens(rng, 40)
+    rows = [system + tokens(rng, n) for n in (3, 11)]
+    width = max(map(len, rows))
+    inputs = {
+        "input_ids": torch.tensor([[PAD] * (width - len(r)) + r for r in rows]),
+        "attention_mask": torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows]),
+    }
+    cache = growing_cache(tiny, spare=6)
+    grown = generate(tiny, inputs, cache)[:, width:].tolist()
+    assert grown == plain(tiny, rows)
+    assert all(isinstance(layer, GrowingLayer) for layer in cache.layers)
+    prefixes = PrefixCache(tiny, PAD)
+    first, batch = reused(tiny, prefixes, rows, spare=6)
+    assert first == grown and isinstance(batch.cache.layers[0], GrowingLayer)
+    turn_two = [r + reply + tokens(rng, 5) for r, reply in zip(rows, first, strict=True)]
+    second, _ = reused(tiny, prefixes, turn_two, spare=6)
+    assert second == plain(tiny, turn_two)
+
+
+def test_a_growing_layer_writes_in_place_until_it_runs_out_of_room() -> None:
+    grown, plain_layer = GrowingLayer(spare=2), transformers.cache_utils.DynamicLayer()
+    torch.manual_seed(5)
+    steps = [torch.randn(2, 3, n, 4) for n in (5, 1, 1, 1, 2)]
+    storage = []
+    for step in steps:
+        keys, values = grown.update(step, -step)
+        expected_keys, expected_values = plain_layer.update(step, -step)
+        assert torch.equal(keys, expected_keys) and torch.equal(values, expected_values)
+        storage.append(keys.data_ptr())
+    # 5 tokens and room for 2: the two single steps fit, the third does not, then 2 more fit.
+    assert storage[0] == storage[1] == storage[2] != storage[3] == storage[4]
+    assert grown.get_seq_length() == 10
+
+
+def test_a_growing_layer_follows_keys_replaced_from_outside() -> None:
+    layer = GrowingLayer(spare=8)
+    first = torch.arange(2 * 1 * 3 * 2, dtype=torch.float32).reshape(2, 1, 3, 2)
+    layer.update(first, first)
+    layer.batch_select_indices(torch.tensor([1, 0]))  # transformers reorders rows by assignment
+    new = torch.full((2, 1, 1, 2), -1.0)
+    keys, _ = layer.update(new, new)
+    assert torch.equal(keys, torch.cat([first.flip(0), new], dim=2))
 
 
 def test_an_identical_prompt_still_leaves_one_token_to_read(tiny: Any) -> None:
