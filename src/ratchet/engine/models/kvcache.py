@@ -64,7 +64,7 @@ class GrowingLayer(DynamicLayer):
     step (``torch.cat``), a fifth of a batch-16 step of the embedded model at 1,500 cached
     tokens. This one keeps them in a buffer with ``spare`` free columns and exposes the filled
     part as a view; it reallocates (with ``spare`` free columns again) only when a step does not
-    fit, or when its keys were replaced from outside (cropped or reordered by transformers).
+    fit, or when transformers replaced its keys with a new tensor (rows selected or repeated).
 
     Args:
         spare: Free columns each allocation leaves: the tokens a ``generate()`` call will add.
