@@ -142,11 +142,12 @@ class LocalModel:
         self.context_window: int | None = int(window) if window else None
         self.kv_reuse = kv_reuse
         self._prefixes: kvcache.PrefixCache | None = None
-        self._growing = grow_in_place and kvcache.supports(self.model)
         if kvcache.supports(self.model):
             self._prefixes = kvcache.PrefixCache(
                 self.model, int(self.tokenizer.pad_token_id), kv_cache_mb
             )
+        # Both need a cache of plain full-attention layers, which the prefix cache's presence says.
+        self._growing = grow_in_place and self._prefixes is not None
         self._grammars: dict[tuple[str, int | None], str] = {}
         self._caps: dict[str, int] = {}
         self._ll_tokenizer: llguidance.LLTokenizer | None = None
