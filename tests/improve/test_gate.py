@@ -17,13 +17,14 @@ from ratchet.improve.gate import (
     RETEST_FIRST_SAMPLE,
     GateConfig,
     decide_round,
+    probe_size,
     retests,
     round_alpha,
-    simulate,
     spent_alpha,
     unreachable,
     winner,
 )
+from ratchet.improve.gate_simulation import simulate
 
 TASKS = env.tasks("probe", 30)
 TEMPLATE = replay(env, TASKS[0], [])
@@ -318,3 +319,44 @@ def test_a_round_spent_its_recorded_alpha_or_its_largest_threshold():
     old = {"candidates": [{"threshold": 0.0125}, {"threshold": 0.025}, {"reason": "none"}]}
     assert spent_alpha(old) == 0.025  # Holm's thresholds end at the round's alpha
     assert spent_alpha({"candidates": [{"reason": "nothing to propose"}]}) == 0.0
+
+
+def outcomes(tasks, passes):
+    """One probe episode per task, passed as ``passes`` says."""
+    return [
+        replace(TEMPLATE, task=task, sample=0, verdict=Verdict.of(passed))
+        for task, passed in zip(tasks, passes, strict=True)
+    ]
+
+
+def test_a_probe_grows_until_an_incumbent_near_its_ceiling_leaves_room_for_a_gain():
+    config = GateConfig()
+    alpha = round_alpha(config, rounds=3)
+    tasks = env.tasks("probe", 96)
+    # As measured on grid: the incumbent passed 19 of 24, so at most 5 tasks could turn.
+    incumbent = [index % 24 not in (2, 7, 12, 17, 22) for index in range(96)]
+    perfect = decide(
+        outcomes(tasks[:24], incumbent[:24]), outcomes(tasks[:24], [True] * 24), config, alpha
+    )
+    assert not perfect.accepted and perfect.p_value > alpha
+    size = probe_size(24, config, alpha, 19 / 24)
+    assert 24 < size <= 72
+    before = outcomes(tasks[:size], incumbent[:size])
+    assert decide(before, outcomes(tasks[:size], [True] * size), config, alpha).accepted
+    # Sized for a candidate that fixes half of what the incumbent fails, and breaks nothing.
+    failed = [index for index in range(size) if not incumbent[index]]
+    half = set(failed[::2])
+    fixes_half = [incumbent[index] or index in half for index in range(size)]
+    assert decide(before, outcomes(tasks[:size], fixes_half), config, alpha).accepted
+
+
+def test_the_probe_grows_within_its_bounds_and_only_when_a_gain_could_not_show():
+    config = GateConfig()
+    assert probe_size(24, config, 0.0167, None) == 24  # no probe yet
+    assert probe_size(24, config, 0.0167, 0.3) == 24  # room enough on 24 tasks
+    assert probe_size(24, config, 0.0167, 1.0) == 72  # nothing left to gain on: the most
+    assert probe_size(24, GateConfig(probe_growth=1), 0.0167, 0.95) == 24
+    assert probe_size(100, config, 0.0167, 0.9) == 120
+    assert probe_size(100, config, 0.0167, 0.5) == 100  # never below the run's own size
+    with pytest.raises(ValueError, match="probe_growth"):
+        GateConfig(probe_growth=0.5)

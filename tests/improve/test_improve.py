@@ -722,3 +722,33 @@ def test_a_suite_run_resumes_by_the_suite_its_config_names(tmp_path):
         after = {(t.task.id, t.agent, t.sample): i for i, t in store.trajectories()}
     assert all(after[key] == row for key, row in before.items())
     assert len(summary["rounds"]) == 2
+
+
+def test_a_round_probes_more_tasks_when_the_incumbent_passed_too_much_for_a_gain_to_show(
+    tmp_path,
+):
+    lines = []
+    level_one = replace(CONFIG, max_difficulty=1)
+    summary = improve(level_one, env, tmp_path, lambda a, d: learning_model(), log=lines.append)
+    first, second = summary["rounds"]
+    assert first["probe_size"] == first["probe_tasks"] == 24
+    assert first["probe"] > 0.8 and second["candidates"]
+    assert second["probe_size"] == second["probe_tasks"] > 24
+    assert f"probe: {second['probe_size']} tasks, not 24" in "\n".join(lines)
+    with Store(tmp_path) as store:
+        probed = {t.task.id for _, t in store.trajectories(split="probe") if t.agent == "v1"}
+    assert len(probed) == 24 + second["probe_size"]  # v1 played both probes: no task twice
+    page = write_report(tmp_path).read_text()
+    assert f"probe tasks (24, {second['probe_size']} in rounds 1-2" in page
+    fixed = replace(level_one, gate=replace(CONFIG.gate, probe_growth=1))
+    again = improve(fixed, env, tmp_path / "fixed", lambda a, d: learning_model(), log=quiet)
+    assert [r["probe_size"] for r in again["rounds"]] == [24, 24]
+
+
+def test_a_probe_over_a_level_just_opened_does_not_grow(tmp_path):
+    summary = improve(CONFIG, env, tmp_path, lambda a, d: learning_model(), log=quiet)
+    first, second = summary["rounds"]
+    assert first["probe"] > 0.8 and second["candidates"]
+    # Level 2 opened in round 2: the incumbent was never probed there, so it has room.
+    assert second["curriculum"]["probe_to"] == 2
+    assert second["probe_size"] == 24

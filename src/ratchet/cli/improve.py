@@ -48,7 +48,9 @@ PANELS = {
         ("levers", "lever_options", "reflector", "train_steps", "weights"),
         "Levers",
     ),
-    **dict.fromkeys(("alpha", "flip_budget", "retest_k", "probe_all_levels"), "Gate"),
+    **dict.fromkeys(
+        ("alpha", "flip_budget", "retest_k", "probe_growth", "probe_all_levels"), "Gate"
+    ),
     **dict.fromkeys(("out", "quiet", "curve"), "Output"),
 }  # fmt: skip
 """The ``--help`` panel of each option of ``ratchet improve``; the rest are under Advanced."""

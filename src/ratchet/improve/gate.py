@@ -10,7 +10,10 @@ than its incumbent. Each of the run's rounds draws a fresh probe sample from the
 (so no probe set is reused after the loop has adapted to it) and spends ``alpha / rounds``;
 within a round, the candidates of all levers are tested against the one probe with Holm's
 step-down procedure. A candidate must also gain on the probe and keep its pass-to-fail flips
-within ``flip_budget``; among the accepted candidates of a round the largest gain wins.
+within ``flip_budget``; among the accepted candidates of a round the largest gain wins. A
+round's probe grows where its incumbent passed so much of the last one that a gain could not
+show on fewer tasks (:func:`probe_size`); the size comes from earlier rounds, so the bound holds.
+:mod:`ratchet.improve.gate_simulation` measures the gate on simulated runs.
 
 Per env. When the probe holds tasks of several envs (a suite), the flip budget holds within
 each env and within each level of each env too: a gain on one env cannot pay for what the
@@ -30,16 +33,13 @@ candidate whose gain is already significant, so it leaves the false-accept bound
 from __future__ import annotations
 
 import math
-import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ratchet.core.stats import holm, paired_differences, permutation_p_value, smallest_p_value
-from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
-from ratchet.core.verdict import Verdict
 from ratchet.improve.probe_groups import (
     Group,
     Key,
@@ -64,12 +64,24 @@ class GateConfig:
         retest_k: Fresh paired samples of each flipped task when flips alone would reject a
             candidate (0: every flip counts).
         resamples: Monte-Carlo sign flips when there are too many tasks to enumerate.
+        probe_growth: Largest multiple of --probe-tasks a round's probe grows to where its
+            incumbent passes too much of it for a gain to show (1: never grows).
     """
 
     alpha: float = 0.05
     flip_budget: float = 0.1
     retest_k: int = 4
     resamples: int = 20_000
+    probe_growth: float = 3.0
+
+    def __post_init__(self) -> None:
+        """Refuse a probe that would shrink.
+
+        Raises:
+            ValueError: If ``probe_growth`` is below 1.
+        """
+        if self.probe_growth < 1:
+            raise ValueError(f"gate probe_growth is at least 1, not {self.probe_growth}")
 
 
 RETEST_FIRST_SAMPLE = 1_000
@@ -188,6 +200,35 @@ def unreachable(
         f"reachable p-value is {smallest:.4g}, above the {threshold:.4g} the best candidate "
         f"must reach ({share} and {candidates} levers); use at least {needed} probe tasks"
     )
+
+
+def probe_size(
+    probe_tasks: int, config: GateConfig, threshold: float, incumbent_pass: float | None
+) -> int:
+    """How many probe tasks a round draws, so that a real gain can show.
+
+    The paired test on ``m`` tasks that differ cannot reach a p-value below ``0.5 ** m``, and a
+    candidate gains only on tasks the incumbent fails: an incumbent expected to pass share ``p``
+    of the probe leaves about ``(1 - p) n`` of ``n`` tasks to gain on. Measured on grid (level
+    1): an incumbent at 19 of 24 left 5, so no candidate could reach the round's 0.0167, and a
+    candidate at 23 of 24 was rejected (p = 0.0625). The probe takes enough tasks for the
+    incumbent to fail twice the fewest differing tasks ``threshold`` needs, between
+    ``probe_tasks`` and ``config.probe_growth`` times it.
+
+    Args:
+        probe_tasks: The run's probe size, the least a round draws.
+        config: The gate's settings (``probe_growth``).
+        threshold: The p-value the round's best candidate must reach (Holm's first).
+        incumbent_pass: The incumbent's expected pass rate on this probe, from its earlier
+            probes (``None``: it has none).
+    """
+    most = max(probe_tasks, math.floor(probe_tasks * config.probe_growth))
+    if incumbent_pass is None or threshold <= 0 or most == probe_tasks:
+        return probe_tasks
+    needed = math.ceil(math.log2(1 / threshold)) if threshold < 1 else 1
+    room = 1.0 - incumbent_pass
+    wanted = most if room <= 0 else math.ceil(round(2 * needed / room, 6))
+    return max(probe_tasks, min(most, wanted))
 
 
 def decide_round(
@@ -339,82 +380,3 @@ def _decide(
         confirmed_flips=confirmed_flips,
         groups=outcomes,
     )
-
-
-def simulate(
-    config: GateConfig,
-    *,
-    probe_tasks: int,
-    probe_k: int,
-    levers: int,
-    rounds: int,
-    gain: float = 0.0,
-    base: tuple[float, float] = (0.1, 0.9),
-    trials: int = 200,
-    seed: int = 0,
-    coupled: bool = False,
-) -> float:
-    """Estimate how often a run accepts at least one candidate, by simulation.
-
-    Each trial is a run of ``rounds`` rounds; each round draws a fresh probe (every task its
-    own success rate, uniform in ``base``, capped so the gain fits), plays the incumbent and
-    ``levers`` candidates on it, and lets the gate decide. With ``gain=0`` the candidates are
-    exactly as good as the incumbent, so the result is the gate's false-accept rate per run;
-    with ``gain > 0`` one candidate is that much better on every task: the gate's power.
-    With ``coupled``, every agent plays a probe episode with the same random number (an
-    episode passes if it falls below the agent's rate), as agents sharing sampling seeds do
-    at best: a better candidate then never fails where the incumbent passed. Candidates that
-    only their flips reject are retested as :func:`retests` says, on fresh random numbers
-    (shared the same way).
-    """
-    rng = random.Random(seed)
-    alpha = round_alpha(config, rounds)
-    accepted_runs = 0
-    for _ in range(trials):
-        for _ in range(rounds):
-            rates = [rng.uniform(base[0], min(base[1], 1 - gain)) for _ in range(probe_tasks)]
-            agents = {f"c{i}": [r + (gain if i == 0 else 0) for r in rates] for i in range(levers)}
-            incumbent, candidates = _play(rates, agents, probe_k, rng, coupled)
-            decisions = decide_round(incumbent, candidates, config, alpha)
-            if again := retests(decisions, config):
-                replayed, retested = _play(rates, agents, config.retest_k, rng, coupled)
-                replays = {v: (replayed, retested[v]) for v in again}
-                decisions = decide_round(incumbent, candidates, config, alpha, replays)
-            if any(d.accepted for d in decisions):
-                accepted_runs += 1
-                break
-    return accepted_runs / trials
-
-
-def _play(
-    rates: Sequence[float],
-    agents: Mapping[str, Sequence[float]],
-    k: int,
-    rng: random.Random,
-    coupled: bool,
-) -> tuple[list[Trajectory], dict[str, list[Trajectory]]]:
-    """The incumbent's (``rates``) and each candidate's simulated episodes, ``k`` per task."""
-    shared = _uniforms(len(rates), k, rng)
-    own = {v: shared if coupled else _uniforms(len(rates), k, rng) for v in agents}
-    return _simulated(rates, shared), {v: _simulated(r, own[v]) for v, r in agents.items()}
-
-
-def _uniforms(tasks: int, k: int, rng: random.Random) -> list[list[float]]:
-    """One uniform number per probe episode (``k`` per task)."""
-    return [[rng.random() for _ in range(k)] for _ in range(tasks)]
-
-
-def _simulated(rates: Sequence[float], uniforms: Sequence[Sequence[float]]) -> list[Trajectory]:
-    """Episodes with only what the gate reads: task id, sample and whether they passed."""
-    return [
-        Trajectory(
-            task=Task(f"t{i}", "sim", "", "probe", problem=f"t{i}"),
-            agent="sim",
-            env_version="1",
-            messages=(),
-            sample=s,
-            verdict=Verdict.of(u < rate),
-        )
-        for i, (rate, draws) in enumerate(zip(rates, uniforms, strict=True))
-        for s, u in enumerate(draws)
-    ]

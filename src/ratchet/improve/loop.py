@@ -30,7 +30,14 @@ from ratchet.improve import seeds
 from ratchet.improve.config import ImproveConfig
 from ratchet.improve.curriculum import CurriculumConfig, choose_tasks
 from ratchet.improve.experience import verified_experience
-from ratchet.improve.gate import decide_round, retests, round_alpha, unreachable, winner
+from ratchet.improve.gate import (
+    decide_round,
+    probe_size,
+    retests,
+    round_alpha,
+    unreachable,
+    winner,
+)
 from ratchet.improve.hindsight import relabel_all, sources
 from ratchet.improve.levers import WEIGHT_LEVERS, Lever, make_levers
 from ratchet.improve.practice import Practice, draw
@@ -125,8 +132,18 @@ def _round(
         if (candidate := run.candidate(number, lever.name, incumbent, propose)) is not None:
             candidates.append(candidate)
         phases["proposals"][lever.name] = lap()
-    # Gate: all candidates against the incumbent on this round's fresh probe sample.
-    drawn = practice.probe_tasks(number, open_to)
+    # Gate: all candidates against the incumbent on this round's fresh probe sample, large
+    # enough for a gain to show over what the incumbent passed of the last one.
+    alpha = round_alpha(config.gate, config.rounds, run.alpha_spent, run.rounds_done)
+    top = min(practice.probe_top(open_to), env.max_difficulty)
+    passes = _probe_pass(run, incumbent.version, top) if candidates else None
+    size = probe_size(config.probe_tasks, config.gate, alpha / max(1, len(candidates)), passes)
+    if size > config.probe_tasks and passes is not None:
+        log(
+            f"  probe: {size} tasks, not {config.probe_tasks}: the incumbent passed "
+            f"{passes:.0%} of its probe tasks at these levels, too many for a gain to show"
+        )
+    drawn = practice.probe_tasks(number, open_to, size)
     if drawn.reused:
         log(
             f"  probe: {len(drawn.reused)} of {len(drawn.tasks)} tasks were probed in an "
@@ -135,7 +152,6 @@ def _round(
     probe = drawn.tasks
     baseline = practice.probe(incumbent, probe)
     probed = {c.version: practice.probe(c, probe) for c in candidates}
-    alpha = round_alpha(config.gate, config.rounds, run.alpha_spent, run.rounds_done)
     decisions = decide_round(baseline, probed, config.gate, alpha)
     # A candidate only its pass->fail flips reject replays the flipped tasks, as does
     # the incumbent: one sampled failure cannot tell a broken task from a noisy one.
@@ -157,9 +173,26 @@ def _round(
     record["exploration"] = explored.with_relabels(relabelled).record
     record["curriculum"] = {**chosen, "probe_to": practice.probe_top(open_to)}
     record["alpha"] = alpha
+    record["probe_size"] = size
     record["probe_reused"] = list(drawn.reused)
     record["seconds_by_phase"] = phases
     return record
+
+
+def _probe_pass(run: RunDir, agent: str, top: int) -> float | None:
+    """``agent``'s pass rate on its probe episodes so far, levels ``1..top`` weighed evenly.
+
+    A probe draws its levels evenly; a level the agent was never probed on (just opened)
+    counts as 0. ``None``: the agent was never probed.
+    """
+    played = run.probe_episodes(agent)
+    if not played:
+        return None
+    rates = []
+    for level in range(1, top + 1):
+        passed = [t.passed for t in played if t.task.difficulty == level]
+        rates.append(sum(passed) / len(passed) if passed else 0.0)
+    return sum(rates) / len(rates)
 
 
 def _stopwatch() -> Callable[[], float]:

@@ -133,7 +133,7 @@ class Practice:
             log=log,
         )
 
-    def probe_tasks(self, number: int, open_to: int) -> Probe:
+    def probe_tasks(self, number: int, open_to: int, size: int | None = None) -> Probe:
         """Round ``number``'s probe: tasks of the probe split no earlier round probed.
 
         Each level's tasks come in order from one draw of the probe split for the whole run,
@@ -145,22 +145,28 @@ class Practice:
             number: The round.
             open_to: The curriculum's highest open level this round; the probe stays at or
                 below it unless ``probe_all_levels`` is set.
+            size: Tasks to draw (default ``probe_tasks``; see
+                :func:`~ratchet.improve.gate.probe_size`).
         """
-        tops = [r["curriculum"]["probe_to"] for r in self.run.rounds[: number - 1]]
+        least = self.config.probe_tasks
+        earlier = [
+            (r["curriculum"]["probe_to"], r.get("probe_size", least))
+            for r in self.run.rounds[: number - 1]
+        ]
         used: dict[int, list[Task]] = {}
         probe = Probe([])
-        for top in [*tops, self.probe_top(open_to)]:
-            probe = self._fresh_probe(top, used)
+        for top, count in [*earlier, (self.probe_top(open_to), size or least)]:
+            probe = self._fresh_probe(top, count, used)
             for task in probe.tasks:
                 used.setdefault(task.difficulty, []).append(task)
         return probe
 
-    def _fresh_probe(self, top: int, used: dict[int, list[Task]]) -> Probe:
-        """``probe_tasks`` tasks up to level ``top``, avoiding ``used`` ones where the split can."""
+    def _fresh_probe(self, top: int, size: int, used: dict[int, list[Task]]) -> Probe:
+        """``size`` tasks up to level ``top``, avoiding ``used`` ones where the split can."""
         seed = seeds.probe(self.config.seed)
         tasks: list[Task] = []
         reused: list[str] = []
-        for level, count in levels(self.env, self.config.probe_tasks, top):
+        for level, count in levels(self.env, size, top):
             before = {task.id for task in used.get(level, [])}
             pool = self._largest_draw(level, count, count + len(before), seed)
             fresh = [task for task in pool if task.id not in before][:count]

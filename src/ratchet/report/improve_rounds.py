@@ -82,8 +82,8 @@ def gate_section(summary: dict[str, Any]) -> str:
     )
     return (
         "<h2>Every gate decision</h2>"
-        f'<p class="note">Each candidate played the same {config.get("probe_tasks", "")} probe '
-        "tasks with the same seeds as the incumbent. Accepted only if the paired gain is "
+        f'<p class="note">Each candidate played the same probe tasks ({_probe_sizes(summary)}) '
+        "with the same seeds as the incumbent. Accepted only if the paired gain is "
         "significant (one-sided sign-flip permutation test, at its share of the run's alpha "
         f"{gate.get('alpha', 0.05)}, split over rounds and, by Holm, over levers) and its "
         f"pass→fail flips stay within the budget ({gate.get('flip_budget', 0.1):.0%} of the "
@@ -107,6 +107,18 @@ def gate_section(summary: dict[str, Any]) -> str:
             numeric=(0, 3, 4, 5, 6, 7),
             row_classes=classes,
         )
+    )
+
+
+def _probe_sizes(summary: dict[str, Any]) -> str:
+    """The probe tasks of each round: ``24 a round``, or ``24, 24, 58`` where one grew."""
+    least = summary.get("config", {}).get("probe_tasks", "")
+    sizes = [record.get("probe_size", least) for record in summary["rounds"]]
+    if all(size == least for size in sizes):
+        return f"{least} a round"
+    return (
+        f"{', '.join(map(str, sizes))} in rounds 1-{len(sizes)}: more where the incumbent "
+        "passed too much of the last probe for a gain to show"
     )
 
 

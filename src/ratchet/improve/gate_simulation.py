@@ -1,0 +1,95 @@
+"""The gate by simulation: how often a run accepts a candidate, for a setting of the gate.
+
+Used by the gate's tests and measurements (``docs/lab/2026-12-01-gate-by-simulation.md``): a
+run's false-accept rate when candidates are no better than the incumbent, and its power when
+one is better by a given gain, with episodes reduced to what the gate reads.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+
+from ratchet.core.task import Task
+from ratchet.core.trajectory import Trajectory
+from ratchet.core.verdict import Verdict
+from ratchet.improve.gate import GateConfig, decide_round, retests, round_alpha
+
+
+def simulate(
+    config: GateConfig,
+    *,
+    probe_tasks: int,
+    probe_k: int,
+    levers: int,
+    rounds: int,
+    gain: float = 0.0,
+    base: tuple[float, float] = (0.1, 0.9),
+    trials: int = 200,
+    seed: int = 0,
+    coupled: bool = False,
+) -> float:
+    """Estimate how often a run accepts at least one candidate, by simulation.
+
+    Each trial is a run of ``rounds`` rounds; each round draws a fresh probe (every task its
+    own success rate, uniform in ``base``, capped so the gain fits), plays the incumbent and
+    ``levers`` candidates on it, and lets the gate decide. With ``gain=0`` the candidates are
+    exactly as good as the incumbent, so the result is the gate's false-accept rate per run;
+    with ``gain > 0`` one candidate is that much better on every task: the gate's power.
+    With ``coupled``, every agent plays a probe episode with the same random number (an
+    episode passes if it falls below the agent's rate), as agents sharing sampling seeds do
+    at best: a better candidate then never fails where the incumbent passed. Candidates that
+    only their flips reject are retested as :func:`~ratchet.improve.gate.retests` says, on
+    fresh random numbers (shared the same way).
+    """
+    rng = random.Random(seed)
+    alpha = round_alpha(config, rounds)
+    accepted_runs = 0
+    for _ in range(trials):
+        for _ in range(rounds):
+            rates = [rng.uniform(base[0], min(base[1], 1 - gain)) for _ in range(probe_tasks)]
+            agents = {f"c{i}": [r + (gain if i == 0 else 0) for r in rates] for i in range(levers)}
+            incumbent, candidates = _play(rates, agents, probe_k, rng, coupled)
+            decisions = decide_round(incumbent, candidates, config, alpha)
+            if again := retests(decisions, config):
+                replayed, retested = _play(rates, agents, config.retest_k, rng, coupled)
+                replays = {v: (replayed, retested[v]) for v in again}
+                decisions = decide_round(incumbent, candidates, config, alpha, replays)
+            if any(d.accepted for d in decisions):
+                accepted_runs += 1
+                break
+    return accepted_runs / trials
+
+
+def _play(
+    rates: Sequence[float],
+    agents: Mapping[str, Sequence[float]],
+    k: int,
+    rng: random.Random,
+    coupled: bool,
+) -> tuple[list[Trajectory], dict[str, list[Trajectory]]]:
+    """The incumbent's (``rates``) and each candidate's simulated episodes, ``k`` per task."""
+    shared = _uniforms(len(rates), k, rng)
+    own = {v: shared if coupled else _uniforms(len(rates), k, rng) for v in agents}
+    return _simulated(rates, shared), {v: _simulated(r, own[v]) for v, r in agents.items()}
+
+
+def _uniforms(tasks: int, k: int, rng: random.Random) -> list[list[float]]:
+    """One uniform number per probe episode (``k`` per task)."""
+    return [[rng.random() for _ in range(k)] for _ in range(tasks)]
+
+
+def _simulated(rates: Sequence[float], uniforms: Sequence[Sequence[float]]) -> list[Trajectory]:
+    """Episodes with only what the gate reads: task id, sample and whether they passed."""
+    return [
+        Trajectory(
+            task=Task(f"t{i}", "sim", "", "probe", problem=f"t{i}"),
+            agent="sim",
+            env_version="1",
+            messages=(),
+            sample=s,
+            verdict=Verdict.of(u < rate),
+        )
+        for i, (rate, draws) in enumerate(zip(rates, uniforms, strict=True))
+        for s, u in enumerate(draws)
+    ]
