@@ -136,7 +136,7 @@ def _round(
     # enough for a gain to show over what the incumbent passed of the last one.
     alpha = round_alpha(config.gate, config.rounds, run.alpha_spent, run.rounds_done)
     top = min(practice.probe_top(open_to), env.max_difficulty)
-    passes = _probe_pass(run, incumbent.version, top) if candidates else None
+    passes = _probe_pass(chosen.get("probe", {}), top) if candidates else None
     size = probe_size(config.probe_tasks, config.gate, alpha / max(1, len(candidates)), passes)
     if size > config.probe_tasks and passes is not None:
         log(
@@ -179,20 +179,16 @@ def _round(
     return record
 
 
-def _probe_pass(run: RunDir, agent: str, top: int) -> float | None:
-    """``agent``'s pass rate on its probe episodes so far, levels ``1..top`` weighed evenly.
+def _probe_pass(mastery: dict[str, float], top: int) -> float | None:
+    """The incumbent's expected pass rate on a probe of levels ``1..top`` (drawn evenly).
 
-    A probe draws its levels evenly; a level the agent was never probed on (just opened)
-    counts as 0. ``None``: the agent was never probed.
+    ``mastery`` is its pass rate per level on its earlier probes, as the curriculum noted it
+    when the round began (so a resumed round reads the same); a level it was never probed on
+    (just opened) counts as 0. ``None``: it was never probed.
     """
-    played = run.probe_episodes(agent)
-    if not played:
+    if not mastery:
         return None
-    rates = []
-    for level in range(1, top + 1):
-        passed = [t.passed for t in played if t.task.difficulty == level]
-        rates.append(sum(passed) / len(passed) if passed else 0.0)
-    return sum(rates) / len(rates)
+    return sum(mastery.get(str(level), 0.0) for level in range(1, top + 1)) / top
 
 
 def _stopwatch() -> Callable[[], float]:
