@@ -133,7 +133,7 @@ def _round(
             candidates.append(candidate)
         phases["proposals"][lever.name] = lap()
     # Gate: all candidates against the incumbent on this round's fresh probe sample, large
-    # enough for a gain to show over what the incumbent passed of the last one.
+    # enough for a gain to show over what the incumbent passed of its earlier probes.
     alpha = round_alpha(config.gate, config.rounds, run.alpha_spent, run.rounds_done)
     top = min(practice.probe_top(open_to), env.max_difficulty)
     passes = _probe_pass(chosen.get("probe", {}), top) if candidates else None
