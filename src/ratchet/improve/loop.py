@@ -141,7 +141,8 @@ def _round(
     if size > config.probe_tasks and passes is not None:
         log(
             f"  probe: {size} tasks, not {config.probe_tasks}: the incumbent passed "
-            f"{passes:.0%} of its probe tasks at these levels, too many for a gain to show"
+            f"{passes:.0%} of its earlier probes at these levels, and a gain shows only on "
+            "tasks it fails"
         )
     drawn = practice.probe_tasks(number, open_to, size)
     if drawn.reused:
