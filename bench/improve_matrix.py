@@ -384,7 +384,8 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
             "`ratchet improve grid` with nothing set (level 1 only: one move or take, then "
             "`finish`), on development seeds; the target is a final of at least "
             f"{LEVEL_ONE_GOAL:.2f} (0.11 -> 0.39 before the exploration rework, 0.03 -> 0.36 "
-            "at d6a01bf).",
+            "at d6a01bf, 0.03 -> 0.50 at ac1049a: one draw each of the same command and seed, "
+            "[why they differ](lab/2026-12-07-probe-size-and-training-steps.md)).",
             "",
             *_run_table(level_one),
             "",
