@@ -11,8 +11,9 @@ than its incumbent. Each of the run's rounds draws a fresh probe sample from the
 within a round, the candidates of all levers are tested against the one probe with Holm's
 step-down procedure. A candidate must also gain on the probe and keep its pass-to-fail flips
 within ``flip_budget``; among the accepted candidates of a round the largest gain wins. A
-round's probe grows where its incumbent passed so much of the last one that a gain could not
-show on fewer tasks (:func:`probe_size`); the size comes from earlier rounds, so the bound holds.
+round's probe grows where its incumbent passed so much of its earlier probes that a gain could
+not show on fewer tasks (:func:`probe_size`); the size comes from earlier rounds, so the bound
+holds.
 :mod:`ratchet.improve.gate_simulation` measures the gate on simulated runs.
 
 Per env. When the probe holds tasks of several envs (a suite), the flip budget holds within
