@@ -190,7 +190,7 @@ def unreachable(
     smallest = smallest_p_value(probe_tasks)
     if smallest <= threshold:
         return None
-    needed = math.ceil(math.log2(1 / threshold))
+    needed = _fewest_differing(threshold)
     if done == 0:
         share = f"alpha {config.alpha:g} over {rounds} rounds"
     else:
@@ -226,10 +226,15 @@ def probe_size(
     most = max(probe_tasks, math.floor(probe_tasks * config.probe_growth))
     if incumbent_pass is None or threshold <= 0 or most == probe_tasks:
         return probe_tasks
-    needed = math.ceil(math.log2(1 / threshold)) if threshold < 1 else 1
+    needed = _fewest_differing(threshold)
     room = 1.0 - incumbent_pass
     wanted = most if room <= 0 else math.ceil(round(2 * needed / room, 6))
     return max(probe_tasks, min(most, wanted))
+
+
+def _fewest_differing(threshold: float) -> int:
+    """The fewest tasks that differ on which the paired test can reach ``threshold`` (> 0)."""
+    return max(1, math.ceil(math.log2(1 / threshold)))
 
 
 def decide_round(

@@ -118,7 +118,7 @@ def _probe_sizes(summary: dict[str, Any]) -> str:
         return f"{least} a round"
     return (
         f"{', '.join(map(str, sizes))} in rounds 1-{len(sizes)}: more where the incumbent "
-        "passed too much of the last probe for a gain to show"
+        "passed too much of its earlier probes for a gain to show"
     )
 
 
