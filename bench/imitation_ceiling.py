@@ -73,6 +73,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument(
+        "--lora-depth", type=float, default=1.0, help="share of the layers adapted, from the top"
+    )
+    parser.add_argument(
         "--length-exponent",
         type=float,
         default=0.5,
@@ -114,6 +117,7 @@ def main() -> None:
             16,
             seed=args.seed,
             length_exponent=args.length_exponent,
+            depth=args.lora_depth,
         )
         started = time.perf_counter()
         with progress_bars() as progress:

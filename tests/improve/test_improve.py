@@ -367,6 +367,19 @@ def test_rft_trains_with_the_runs_length_exponent(tmp_path):
     assert call["settings"].steps == 4  # the lever's own steps over --train-steps
 
 
+def test_a_weight_lever_puts_its_adapter_on_the_share_of_layers_its_depth_says(tmp_path):
+    for lever in ("rft", "pairs", "grpo", "demos"):
+        for depth in (0.0, 1.5):
+            with pytest.raises(ValueError, match=rf"{lever}\.lora_depth is the share"):
+                replace(LEARNING, levers=(lever,), lever_options={lever: {"lora_depth": depth}})
+    trainer = FakeTrainer(base=0.3)
+    options = {"rft": {"lora_depth": 0.25, "steps": 2, "epochs": 0}}
+    config = replace(LEARNING, levers=("rft",), lever_options=options)
+    improve(config, env, tmp_path, skill_backends(0.3), log=quiet, trainer=lambda: trainer)
+    (call,) = trainer.calls
+    assert call["settings"].depth == 0.25
+
+
 def test_rft_trains_for_its_epochs_over_the_successes_within_its_steps(tmp_path):
     rft = replace(LEARNING, levers=("rft",))
     with pytest.raises(ValueError, match=r"rft\.epochs counts passes"):

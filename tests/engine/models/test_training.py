@@ -6,6 +6,7 @@ from ratchet.core.task import Task
 from ratchet.core.tool import ToolCall
 from ratchet.core.trajectory import Observation, Step, Trajectory, assistant_message
 from ratchet.engine.models.base import LoraSettings
+from ratchet.engine.models.lora import lora_model
 from ratchet.engine.models.training import (
     SHARED_MIN,
     LocalTrainer,
@@ -63,7 +64,7 @@ def test_the_shared_prefix_stops_before_the_first_masked_token() -> None:
     assert shared_prefix([([1, 2, 3], [0, 1, 1]), ([7, 2, 3], [0, 1, 1])]) == 0
 
 
-def _tiny_model() -> Any:
+def _tiny_model(layers: int = 2) -> Any:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -72,7 +73,7 @@ def _tiny_model() -> Any:
         vocab_size=50,
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=2,
+        num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
     )
@@ -102,6 +103,33 @@ def test_reading_the_shared_prefix_once_gives_the_same_loss_and_gradient() -> No
     ]
     assert shared_prefix(batch) >= SHARED_MIN
     shared = _gradients(model, summed_logp_parts(model, batch, -0.5))
+    apart = _gradients(model, (p for seq in batch for p in summed_logp_parts(model, [seq], -0.5)))
+    assert abs(shared[0] - apart[0]) < 1e-5
+    assert torch.allclose(shared[1], apart[1], atol=1e-6)
+
+
+def test_an_adapter_on_the_top_layers_backpropagates_through_those_layers_only() -> None:
+    import torch
+
+    model = lora_model(_tiny_model(layers=4), LoraSettings(rank=4, depth=0.5))
+    trained = {name.split(".layers.")[1].split(".")[0] for name, p in model.named_parameters()
+               if p.requires_grad}  # fmt: skip
+    assert trained == {"2", "3"}
+    with torch.no_grad():  # a fresh adapter is the identity: give it weights to differentiate
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)
+    decoder_layers = model.get_base_model().get_decoder().layers
+    reached: list[int] = []
+    for index, layer in enumerate(decoder_layers):
+        layer.register_full_backward_hook(lambda *_, i=index: reached.append(i))
+    prefix = [3, 14, 15, 9, 26, 5] * 12
+    batch = [
+        ([*prefix, 35, 8, 9, 7, 9], [0] * 72 + [0, 1, 1, 1, 1]),
+        ([*prefix, 32, 38, 4, 6], [0] * 72 + [0, 0, 1, 1]),
+    ]
+    shared = _gradients(model, summed_logp_parts(model, batch, -0.5))
+    assert reached and min(reached) == 2
     apart = _gradients(model, (p for seq in batch for p in summed_logp_parts(model, [seq], -0.5)))
     assert abs(shared[0] - apart[0]) < 1e-5
     assert torch.allclose(shared[1], apart[1], atol=1e-6)

@@ -52,5 +52,6 @@ def test_rft_steps_grow_with_the_successes_between_its_bounds():
     assert lever.steps_for(10) == 30  # 8 passes' worth is below the least it takes
     assert lever.steps_for(128) == 96  # three passes over 128 episodes, four a step
     assert lever.steps_for(1000) == 120
-    assert RftLever(steps=30).steps_for(1000) == 120  # three passes by default
+    assert RftLever(steps=30).steps_for(128) == 192  # six passes by default
+    assert RftLever(steps=30).steps_for(1000) == 240
     assert RftLever(steps=30, epochs=0).steps_for(1000) == 30  # off: exactly its steps

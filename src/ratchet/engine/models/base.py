@@ -206,6 +206,9 @@ class LoraSettings:
             ``anchors``, so states no pair covers (where the incumbent already acts right)
             keep their actions while the pairs move others; 0 ignores the anchors. Unused
             by SFT and GRPO.
+        depth: Share of the decoder layers, counted from the top, that a fresh adapter is
+            put on (1.0: every layer; at least one layer). Nothing below the lowest adapted
+            layer is trained, so a step's backward pass stops there.
     """
 
     steps: int = 30
@@ -219,6 +222,7 @@ class LoraSettings:
     length_exponent: float = 1.0
     chosen_nll_weight: float = 0.0
     anchor_weight: float = 0.0
+    depth: float = 1.0
 
 
 @dataclass(frozen=True)

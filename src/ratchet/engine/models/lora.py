@@ -137,8 +137,9 @@ def traced_examples(trajectory: Trajectory, model: str, max_tokens: int) -> list
 def lora_model(model: Any, settings: LoraSettings, start: Path | None = None) -> Any:
     """Wrap ``model`` with a trainable LoRA adapter: a fresh one, or the one saved at ``start``.
 
-    A fresh adapter (rank ``settings.rank`` on :data:`LORA_TARGETS`) starts as the identity,
-    so the wrapped model begins exactly as ``model``; a loaded one keeps its own rank.
+    A fresh adapter (rank ``settings.rank`` on :data:`LORA_TARGETS` of the top
+    ``settings.depth`` share of the decoder layers) starts as the identity, so the wrapped model
+    begins exactly as ``model``; a loaded one keeps its own rank and layers.
     """
     import peft
     import torch
@@ -147,11 +148,14 @@ def lora_model(model: Any, settings: LoraSettings, start: Path | None = None) ->
     if start is not None:
         trainable = peft.PeftModel.from_pretrained(model, str(start), is_trainable=True)
     else:
+        total = model.config.num_hidden_layers
+        top = min(total, max(1, round(settings.depth * total)))
         lora = peft.LoraConfig(
             r=settings.rank,
             lora_alpha=2 * settings.rank,
             lora_dropout=0.0,
             target_modules=LORA_TARGETS,
+            layers_to_transform=list(range(total - top, total)),
             task_type="CAUSAL_LM",
         )
         trainable = peft.get_peft_model(model, lora)

@@ -280,7 +280,9 @@ def summed_logp_parts(
     decoder(input_ids=torch.tensor([batch[0][0][:length]]), cache=cache, use_cache=True)
     layers: list[Any] = list(cache.layers)
     read: list[Any] = [tensor for layer in layers for tensor in (layer.keys, layer.values)]
-    leaves = [tensor.detach().requires_grad_() for tensor in read]
+    # Keys and values below the lowest trained layer depend on no trained weight.
+    trained_from = _lowest_trained_layer(decoder)
+    leaves = [t.detach().requires_grad_(i // 2 >= trained_from) for i, t in enumerate(read)]
     pairs = list(zip(leaves[::2], leaves[1::2], strict=True))
     for ids, mask in batch:
         own = DynamicCache(ddp_cache_data=pairs, config=config)
@@ -298,3 +300,14 @@ def summed_logp_parts(
     if products:
         carried = torch.stack(products).sum()
         yield carried - carried.detach()
+
+
+def _lowest_trained_layer(decoder: Any) -> int:
+    """Index of ``decoder``'s lowest layer with a trainable weight (0 if it has no ``layers``)."""
+    layers = list(getattr(decoder, "layers", []))
+    if not layers:
+        return 0
+    trained = (
+        i for i, layer in enumerate(layers) if any(p.requires_grad for p in layer.parameters())
+    )
+    return next(trained, len(layers))

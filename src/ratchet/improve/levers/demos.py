@@ -42,6 +42,7 @@ from ratchet.improve.levers.weights import (
     adapter_candidate,
     lora_settings,
     played,
+    refuse_bad_depth,
     trainer_of,
 )
 
@@ -119,6 +120,7 @@ class DemosLever:
         batch_size: Sequences per step.
         learning_rate: AdamW learning rate for the adapter.
         lora_rank: LoRA rank (alpha is twice the rank).
+        lora_depth: Share of the decoder layers, from the top, the adapter is put on.
         max_demos: Most training tasks demonstrated (the newest).
         with_own: Train on the agent's own verified successes too.
     """
@@ -128,9 +130,18 @@ class DemosLever:
     batch_size: int = 4
     learning_rate: float = 1e-3
     lora_rank: int = 16
+    lora_depth: float = 1.0
     max_demos: int = 256
     with_own: bool = True
     name: str = "demos"
+
+    def __post_init__(self) -> None:
+        """Refuse a LoRA depth outside ``(0, 1]``.
+
+        Raises:
+            ValueError: Naming the lever option.
+        """
+        refuse_bad_depth(self)
 
     def propose(self, context: LeverContext) -> Agent | None:
         """Train on the verified demonstrations and return the candidate (``None`` if none).

@@ -36,6 +36,7 @@ from ratchet.improve.levers.weights import (
     incumbent_adapter,
     lora_settings,
     played,
+    refuse_bad_depth,
     trainer_of,
 )
 
@@ -84,6 +85,8 @@ class GrpoLever:
         beta: Weight of the KL penalty to the incumbent.
         clip: Each token's probability ratio to the incumbent counts only within ``1 +- clip``.
         lora_rank: LoRA rank of a fresh adapter (a continued one keeps its own).
+        lora_depth: Share of the decoder layers, from the top, a fresh adapter is put on (a
+            continued one keeps its own).
         max_episodes: Most episodes trained on (whole groups, newest first).
     """
 
@@ -93,8 +96,17 @@ class GrpoLever:
     beta: float = 0.04
     clip: float = 0.2
     lora_rank: int = 16
+    lora_depth: float = 1.0
     max_episodes: int = 512
     name: str = "grpo"
+
+    def __post_init__(self) -> None:
+        """Refuse a LoRA depth outside ``(0, 1]``.
+
+        Raises:
+            ValueError: Naming the lever option.
+        """
+        refuse_bad_depth(self)
 
     def propose(self, context: LeverContext) -> Agent | None:
         """Train on the scored groups and return the candidate, or ``None`` without one.

@@ -35,6 +35,7 @@ from ratchet.improve.levers.weights import (
     incumbent_adapter,
     lora_settings,
     played,
+    refuse_bad_depth,
     trainer_of,
 )
 
@@ -125,6 +126,8 @@ class PairsLever:
         anchor_weight: Weight of the SFT term on the verified episodes (anchors; see
             :class:`~ratchet.engine.models.base.LoraSettings`); 0 trains on the pairs alone.
         lora_rank: LoRA rank of a fresh adapter (a continued one keeps its own).
+        lora_depth: Share of the decoder layers, from the top, a fresh adapter is put on (a
+            continued one keeps its own).
         max_pairs: Most pairs trained on (from the newest tasks).
         max_anchors: Most verified episodes anchoring them (the newest).
     """
@@ -136,12 +139,13 @@ class PairsLever:
     chosen_nll_weight: float = 0.0
     anchor_weight: float = 0.0
     lora_rank: int = 16
+    lora_depth: float = 1.0
     max_pairs: int = 512
     max_anchors: int = 512
     name: str = "pairs"
 
     def __post_init__(self) -> None:
-        """Refuse a negative loss weight.
+        """Refuse a negative loss weight, or a LoRA depth outside ``(0, 1]``.
 
         Raises:
             ValueError: Naming the lever option.
@@ -152,6 +156,7 @@ class PairsLever:
                 raise ValueError(
                     f"pairs.{setting} weighs a loss term; it cannot be negative ({weight})"
                 )
+        refuse_bad_depth(self)
 
     def propose(self, context: LeverContext) -> Agent | None:
         """Train on the mined pairs and return the candidate, or ``None`` without a pair.

@@ -44,6 +44,29 @@ class WeightLever(Protocol):
         """Rank of a fresh adapter."""
         ...
 
+    @property
+    def lora_depth(self) -> float:
+        """Share of the decoder layers, from the top, a fresh adapter is put on."""
+        ...
+
+    @property
+    def name(self) -> str:
+        """The lever's name, as its options are given."""
+        ...
+
+
+def refuse_bad_depth(lever: WeightLever) -> None:
+    """Refuse a ``lora_depth`` outside ``(0, 1]``.
+
+    Raises:
+        ValueError: Naming the lever option and its range.
+    """
+    if not 0.0 < lever.lora_depth <= 1.0:
+        raise ValueError(
+            f"{lever.name}.lora_depth is the share of the layers an adapter is put on, from the "
+            f"top: above 0 and at most 1, not {lever.lora_depth}"
+        )
+
 
 class LossKnobs(TypedDict, total=False):
     """The knobs of a weight lever's loss, by their :class:`LoraSettings` names."""
@@ -61,13 +84,18 @@ def lora_settings(
     """``lever``'s training settings, seeded by the context.
 
     Args:
-        lever: Its steps, batch size, learning rate and LoRA rank are used.
+        lever: Its steps, batch size, learning rate, LoRA rank and depth are used.
         context: Its seed seeds batching and initialisation.
         **knobs: The lever's own knobs of its loss (see :class:`LossKnobs`); the others
             keep their defaults.
     """
     settings = LoraSettings(
-        lever.steps, lever.batch_size, lever.learning_rate, lever.lora_rank, seed=context.seed
+        lever.steps,
+        lever.batch_size,
+        lever.learning_rate,
+        lever.lora_rank,
+        seed=context.seed,
+        depth=lever.lora_depth,
     )
     return replace(settings, **knobs)
 
