@@ -115,6 +115,8 @@ def test_an_adapter_on_the_top_layers_backpropagates_through_those_layers_only()
     trained = {name.split(".layers.")[1].split(".")[0] for name, p in model.named_parameters()
                if p.requires_grad}  # fmt: skip
     assert trained == {"2", "3"}
+    whole = lora_model(_tiny_model(layers=4), LoraSettings(rank=4))
+    assert whole.peft_config["default"].layers_to_transform is None  # loads in any engine
     with torch.no_grad():  # a fresh adapter is the identity: give it weights to differentiate
         for name, p in model.named_parameters():
             if "lora_B" in name:

@@ -155,7 +155,8 @@ def lora_model(model: Any, settings: LoraSettings, start: Path | None = None) ->
             lora_alpha=2 * settings.rank,
             lora_dropout=0.0,
             target_modules=LORA_TARGETS,
-            layers_to_transform=list(range(total - top, total)),
+            # Every layer is peft's default: an adapter that names none loads anywhere.
+            layers_to_transform=None if top == total else list(range(total - top, total)),
             task_type="CAUSAL_LM",
         )
         trainable = peft.get_peft_model(model, lora)
