@@ -29,8 +29,8 @@ from typing import Any
 
 import jsonschema
 import numpy as np
-import openvino  # type: ignore[import-untyped]
-import openvino_genai  # type: ignore[import-untyped]
+import openvino  # type: ignore[import-untyped,import-not-found,unused-ignore]
+import openvino_genai  # type: ignore[import-untyped,import-not-found,unused-ignore]
 import peft
 import torch
 
