@@ -31,6 +31,7 @@ from ratchet.engine.models.training import LocalTrainer
 from ratchet.engine.rollout import RolloutConfig, progress_bars, rollout
 from ratchet.envs.registry import load_env_reference
 from ratchet.improve.levers.demos import from_oracle
+from ratchet.improve.levers.rft import RftLever
 
 
 def draw(
@@ -73,7 +74,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument(
-        "--lora-depth", type=float, default=1.0, help="share of the layers adapted, from the top"
+        "--lora-depth",
+        type=float,
+        default=RftLever().lora_depth,
+        help="share of the layers adapted, from the top (default: rft's)",
     )
     parser.add_argument(
         "--length-exponent",

@@ -53,7 +53,7 @@ from ratchet.envs.registry import load_env_reference
 from ratchet.improve.config import CPU_ROLLOUT
 from ratchet.improve.levers.pairs import PairsLever, groups, mine_pairs
 from ratchet.improve.levers.rft import RftLever
-from ratchet.improve.levers.weights import WeightLever
+from ratchet.improve.levers.weights import WeightLever, lora_settings
 
 
 def play(env: Env, tasks: list[Task], agent: Agent, adapter: Path, seed: int) -> str:
@@ -135,12 +135,9 @@ def main() -> None:
     lever: WeightLever = pairs_lever if args.pairs else rft
     # Each trainer reads its own knobs: DPO the beta and the two NLL weights, SFT the length
     # exponent.
-    settings = LoraSettings(
-        lever.steps,
-        lever.batch_size,
-        lever.learning_rate,
-        lever.lora_rank,
-        seed=args.seed,
+    settings = lora_settings(
+        lever,
+        args.seed,
         length_exponent=args.length_exponent,
         chosen_nll_weight=args.chosen_nll_weight,
     )

@@ -165,7 +165,7 @@ class DemosLever:
             raise NoCandidate(f"no passing demonstration from {self.source} on practised tasks")
         write_jsonl(demos, context.workdir / DEMOS_FILE)
         own = [t for t in lessons(context.experience) if t.task.env == env.name]
-        settings = lora_settings(self, context)
+        settings = lora_settings(self, context.seed)
         examples = [*demos, *(own if self.with_own else [])]
         out = context.workdir / ADAPTER_DIR
         result = trainer.sft(examples, out, settings, context.progress)

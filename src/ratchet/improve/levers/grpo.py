@@ -124,7 +124,7 @@ class GrpoLever:
         episodes = scored_groups(prompted, self.max_episodes)
         if not episodes:
             raise NoCandidate("no task whose samples by the incumbent scored differently")
-        settings = lora_settings(self, context, beta=self.beta, clip=self.clip)
+        settings = lora_settings(self, context.seed, beta=self.beta, clip=self.clip)
         out = context.workdir / ADAPTER_DIR
         result = trainer.grpo(episodes, out, settings, incumbent_adapter(context), context.progress)
         groups_used = len({s.trajectory.task.id for s in episodes})

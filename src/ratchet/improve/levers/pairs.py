@@ -173,7 +173,7 @@ class PairsLever:
         anchors = as_prompted(self.anchors(context.experience, context.env.name), context.incumbent)
         settings = lora_settings(
             self,
-            context,
+            context.seed,
             beta=self.beta,
             chosen_nll_weight=self.chosen_nll_weight,
             anchor_weight=self.anchor_weight,

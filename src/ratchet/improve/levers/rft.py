@@ -105,7 +105,7 @@ class RftLever:
         lessons = self.successes(context.experience, context.env.name)
         successes = as_prompted(lessons, context.incumbent)
         settings = replace(
-            lora_settings(self, context, length_exponent=self.length_exponent),
+            lora_settings(self, context.seed, length_exponent=self.length_exponent),
             steps=self.steps_for(len(successes)),
         )
         result = trainer.sft(successes, context.workdir / ADAPTER_DIR, settings, context.progress)

@@ -78,14 +78,12 @@ class LossKnobs(TypedDict, total=False):
     anchor_weight: float
 
 
-def lora_settings(
-    lever: WeightLever, context: LeverContext, **knobs: Unpack[LossKnobs]
-) -> LoraSettings:
-    """``lever``'s training settings, seeded by the context.
+def lora_settings(lever: WeightLever, seed: int, **knobs: Unpack[LossKnobs]) -> LoraSettings:
+    """``lever``'s training settings.
 
     Args:
         lever: Its steps, batch size, learning rate, LoRA rank and depth are used.
-        context: Its seed seeds batching and initialisation.
+        seed: Seeds batching and initialisation (a run's: its context's).
         **knobs: The lever's own knobs of its loss (see :class:`LossKnobs`); the others
             keep their defaults.
     """
@@ -94,7 +92,7 @@ def lora_settings(
         lever.batch_size,
         lever.learning_rate,
         lever.lora_rank,
-        seed=context.seed,
+        seed=seed,
         depth=lever.lora_depth,
     )
     return replace(settings, **knobs)
