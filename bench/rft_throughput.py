@@ -59,9 +59,11 @@ def train(episodes: list[Any], settings: LoraSettings, shared: bool) -> tuple[fl
 
 
 def fifths(losses: list[float]) -> list[float]:
-    """Mean loss over each fifth of the steps."""
+    """Mean loss over each fifth of the steps (each step's own loss under five steps)."""
     size = max(1, len(losses) // 5)
-    return [statistics.mean(losses[i : i + size]) for i in range(0, size * 5, size)]
+    return [
+        statistics.mean(losses[i : i + size]) for i in range(0, min(len(losses), size * 5), size)
+    ]
 
 
 def main() -> None:
