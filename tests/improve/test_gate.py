@@ -343,7 +343,7 @@ def test_a_probe_grows_until_an_incumbent_near_its_ceiling_leaves_room_for_a_gai
     assert 24 < size <= 72
     before = outcomes(tasks[:size], incumbent[:size])
     assert decide(before, outcomes(tasks[:size], [True] * size), config, alpha).accepted
-    # Sized for a candidate that fixes half of what the incumbent fails, and breaks nothing.
+    # A candidate that fixes half of what the incumbent fails, and breaks nothing, shows.
     failed = [index for index in range(size) if not incumbent[index]]
     half = set(failed[::2])
     fixes_half = [incumbent[index] or index in half for index in range(size)]
@@ -353,10 +353,39 @@ def test_a_probe_grows_until_an_incumbent_near_its_ceiling_leaves_room_for_a_gai
 def test_the_probe_grows_within_its_bounds_and_only_when_a_gain_could_not_show():
     config = GateConfig()
     assert probe_size(24, config, 0.0167, None) == 24  # no probe yet
-    assert probe_size(24, config, 0.0167, 0.3) == 24  # room enough on 24 tasks
+    assert probe_size(24, config, 0.0167, 0.0) == 25  # 25 to fail: 6 wins likely at 0.3
+    assert probe_size(24, config, 0.0167, 0.5) == 50  # half of them passed: twice that
     assert probe_size(24, config, 0.0167, 1.0) == 72  # nothing left to gain on: the most
+    assert probe_size(24, replace(config, smallest_gain=1.0), 0.0167, 0.5) == 24
     assert probe_size(24, GateConfig(probe_growth=1), 0.0167, 0.95) == 24
-    assert probe_size(100, config, 0.0167, 0.9) == 120
+    assert probe_size(100, config, 0.0167, 0.9) == 250  # 25 to fail where it fails 1 in 10
     assert probe_size(100, config, 0.0167, 0.5) == 100  # never below the run's own size
     with pytest.raises(ValueError, match="probe_growth"):
         GateConfig(probe_growth=0.5)
+    with pytest.raises(ValueError, match="smallest_gain"):
+        GateConfig(smallest_gain=0.0)
+
+
+def test_a_probe_over_a_level_just_opened_is_sized_to_see_a_candidate_that_learned_part_of_it():
+    # Half the probe at a level no agent has passed yet; the better candidate passes 0.3 of it
+    # and is as good as the incumbent elsewhere (shared seeds: the same outcome there).
+    config = GateConfig()
+    alpha = round_alpha(config, rounds=3)
+    size = probe_size(24, config, alpha / 2, 0.45)
+    powers = [
+        simulate(
+            replace(config, alpha=alpha),
+            probe_tasks=tasks,
+            probe_k=1,
+            levers=2,
+            rounds=1,
+            gain=0.3,
+            base=(0.8, 1.0),
+            coupled=True,
+            opened=0.5,
+            trials=100,
+        )
+        for tasks in (24, size)
+    ]
+    assert size > 40
+    assert powers[0] < 0.15 and powers[1] > 0.5

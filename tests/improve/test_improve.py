@@ -25,6 +25,7 @@ from ratchet.engine.store import Store
 from ratchet.envs.calc import env
 from ratchet.envs.registry import load_env_reference
 from ratchet.improve.config import ImproveConfig
+from ratchet.improve.gate import probe_size
 from ratchet.improve.hindsight import episode_key, sources
 from ratchet.improve.levers import NoCandidate
 from ratchet.improve.loop import improve
@@ -758,10 +759,16 @@ def test_a_round_probes_more_tasks_when_the_incumbent_passed_too_much_for_a_gain
     assert [r["probe_size"] for r in again["rounds"]] == [24, 24]
 
 
-def test_a_probe_over_a_level_just_opened_does_not_grow(tmp_path):
+def test_a_probe_over_a_level_just_opened_grows_for_the_tasks_the_incumbent_fails_there(
+    tmp_path,
+):
     summary = improve(CONFIG, env, tmp_path, lambda a, d: learning_model(), log=quiet)
     first, second = summary["rounds"]
     assert first["probe"] > 0.8 and second["candidates"]
-    # Level 2 opened in round 2: the incumbent was never probed there, so it has room.
+    # Level 2 opened in round 2: the incumbent was never probed there, so it counts as
+    # failing it, and a candidate that learned part of it needs more tasks to show.
     assert second["curriculum"]["probe_to"] == 2
-    assert second["probe_size"] == 24
+    proposed = [c for c in second["candidates"] if c.get("version") is not None]
+    threshold = second["alpha"] / len(proposed)
+    expected = probe_size(24, CONFIG.gate, threshold, second["curriculum"]["probe"]["1"] / 2)
+    assert second["probe_size"] == expected > 24

@@ -49,7 +49,8 @@ PANELS = {
         "Levers",
     ),
     **dict.fromkeys(
-        ("alpha", "flip_budget", "retest_k", "probe_growth", "probe_all_levels"), "Gate"
+        ("alpha", "flip_budget", "retest_k", "probe_growth", "smallest_gain", "probe_all_levels"),
+        "Gate",
     ),
     **dict.fromkeys(("out", "quiet", "curve"), "Output"),
 }  # fmt: skip

@@ -11,9 +11,10 @@ than its incumbent. Each of the run's rounds draws a fresh probe sample from the
 within a round, the candidates of all levers are tested against the one probe with Holm's
 step-down procedure. A candidate must also gain on the probe and keep its pass-to-fail flips
 within ``flip_budget``; among the accepted candidates of a round the largest gain wins. A
-round's probe grows where its incumbent passed so much of its earlier probes that a gain could
-not show on fewer tasks (:func:`probe_size`); the size comes from earlier rounds, so the bound
-holds.
+round's probe grows until a candidate worth keeping would show its gain (:func:`probe_size`):
+where the incumbent passed so much of its earlier probes that little is left to gain on, and
+where a level has just opened and a candidate solves only some of its tasks. The size comes
+from earlier rounds, so the bound holds.
 :mod:`ratchet.improve.gate_simulation` measures the gate on simulated runs.
 
 Per env. When the probe holds tasks of several envs (a suite), the flip budget holds within
@@ -65,8 +66,11 @@ class GateConfig:
         retest_k: Fresh paired samples of each flipped task when flips alone would reject a
             candidate (0: every flip counts).
         resamples: Monte-Carlo sign flips when there are too many tasks to enumerate.
-        probe_growth: Largest multiple of --probe-tasks a round's probe grows to where its
-            incumbent passes too much of it for a gain to show (1: never grows).
+        probe_growth: Largest multiple of --probe-tasks a round's probe grows to where a gain
+            of ``smallest_gain`` could not show on fewer tasks (1: never grows).
+        smallest_gain: The smallest gain worth keeping, as the share of the probe tasks its
+            incumbent fails that a candidate solves: a round's probe is sized for such a
+            candidate, breaking nothing, to reach its threshold four times in five.
     """
 
     alpha: float = 0.05
@@ -74,15 +78,22 @@ class GateConfig:
     retest_k: int = 4
     resamples: int = 20_000
     probe_growth: float = 3.0
+    smallest_gain: float = 0.3
 
     def __post_init__(self) -> None:
-        """Refuse a probe that would shrink.
+        """Refuse a probe that would shrink and a gain no probe could be sized for.
 
         Raises:
-            ValueError: If ``probe_growth`` is below 1.
+            ValueError: If ``probe_growth`` is below 1 or ``smallest_gain`` outside (0, 1].
         """
         if self.probe_growth < 1:
             raise ValueError(f"gate probe_growth is at least 1, not {self.probe_growth}")
+        if not 0 < self.smallest_gain <= 1:
+            raise ValueError(f"gate smallest_gain is in (0, 1], not {self.smallest_gain}")
+
+
+PROBE_POWER = 0.8
+"""The chance a probe is sized to give a candidate of ``smallest_gain`` to reach its threshold."""
 
 
 RETEST_FIRST_SAMPLE = 1_000
@@ -206,30 +217,52 @@ def unreachable(
 def probe_size(
     probe_tasks: int, config: GateConfig, threshold: float, incumbent_pass: float | None
 ) -> int:
-    """How many probe tasks a round draws, so that a real gain can show.
+    """How many probe tasks a round draws, so that a gain worth keeping can show.
 
     The paired test on ``m`` tasks that differ cannot reach a p-value below ``0.5 ** m``, and a
     candidate gains only on tasks the incumbent fails: an incumbent expected to pass share ``p``
-    of the probe leaves about ``(1 - p) n`` of ``n`` tasks to gain on. Measured on grid (level
-    1): an incumbent at 19 of 24 left 5, so no candidate could reach the round's 0.0167, and a
-    candidate at 23 of 24 was rejected (p = 0.0625). The probe takes enough tasks for the
-    incumbent to fail twice the fewest differing tasks ``threshold`` needs, between
-    ``probe_tasks`` and ``config.probe_growth`` times it.
+    of the probe leaves about ``(1 - p) n`` of ``n`` tasks to gain on. A candidate that solves
+    share ``config.smallest_gain`` of those and breaks nothing differs on a binomial number of
+    them; the probe takes enough tasks for that number to reach the fewest ``threshold`` needs
+    with chance :data:`PROBE_POWER`, between ``probe_tasks`` and ``config.probe_growth`` times
+    it. Measured: on grid (level 1) an incumbent at 19 of 24 left 5 tasks, so no candidate could
+    reach the round's 0.0167; and where level 2 had just opened (the incumbent at 0 there), rft
+    candidates that solved 2 or 3 of its 12 probe tasks and broke nothing got p = 0.031 and
+    0.0625 against a threshold of 0.0083.
 
     Args:
         probe_tasks: The run's probe size, the least a round draws.
-        config: The gate's settings (``probe_growth``).
+        config: The gate's settings (``probe_growth``, ``smallest_gain``).
         threshold: The p-value the round's best candidate must reach (Holm's first).
         incumbent_pass: The incumbent's expected pass rate on this probe, from its earlier
-            probes (``None``: it has none).
+            probes, a level it was never probed on counting as 0 (``None``: it has none).
     """
     most = max(probe_tasks, math.floor(probe_tasks * config.probe_growth))
     if incumbent_pass is None or threshold <= 0 or most == probe_tasks:
         return probe_tasks
-    needed = _fewest_differing(threshold)
     room = 1.0 - incumbent_pass
-    wanted = most if room <= 0 else math.ceil(round(2 * needed / room, 6))
-    return max(probe_tasks, min(most, wanted))
+    if room <= 0:
+        return most
+    failed = _failed_to_show(_fewest_differing(threshold), config.smallest_gain)
+    return max(probe_tasks, min(most, math.ceil(round(failed / room, 6))))
+
+
+def _failed_to_show(needed: int, gain: float) -> int:
+    """The fewest failed tasks on which solving share ``gain`` gives ``needed`` wins, likely.
+
+    The smallest ``m`` with ``P(Binomial(m, gain) >= needed) >= PROBE_POWER``.
+    """
+    failed = needed
+    while _at_least(needed, failed, gain) < PROBE_POWER:
+        failed += 1
+    return failed
+
+
+def _at_least(wins: int, trials: int, chance: float) -> float:
+    """``P(Binomial(trials, chance) >= wins)``."""
+    return 1.0 - sum(
+        math.comb(trials, k) * chance**k * (1 - chance) ** (trials - k) for k in range(wins)
+    )
 
 
 def _fewest_differing(threshold: float) -> int:

@@ -28,6 +28,7 @@ def simulate(
     trials: int = 200,
     seed: int = 0,
     coupled: bool = False,
+    opened: float = 0.0,
 ) -> float:
     """Estimate how often a run accepts at least one candidate, by simulation.
 
@@ -36,6 +37,8 @@ def simulate(
     ``levers`` candidates on it, and lets the gate decide. With ``gain=0`` the candidates are
     exactly as good as the incumbent, so the result is the gate's false-accept rate per run;
     with ``gain > 0`` one candidate is that much better on every task: the gate's power.
+    ``opened`` is the share of the probe at a level just opened: no agent passes those tasks
+    but the better candidate, which passes each with chance ``gain`` and gains nowhere else.
     With ``coupled``, every agent plays a probe episode with the same random number (an
     episode passes if it falls below the agent's rate), as agents sharing sampling seeds do
     at best: a better candidate then never fails where the incumbent passed. Candidates that
@@ -47,8 +50,14 @@ def simulate(
     accepted_runs = 0
     for _ in range(trials):
         for _ in range(rounds):
-            rates = [rng.uniform(base[0], min(base[1], 1 - gain)) for _ in range(probe_tasks)]
-            agents = {f"c{i}": [r + (gain if i == 0 else 0) for r in rates] for i in range(levers)}
+            new = round(opened * probe_tasks)
+            top = base[1] if new else min(base[1], 1 - gain)
+            rates = [rng.uniform(base[0], top) for _ in range(probe_tasks - new)] + [0.0] * new
+            gains = [0.0] * (probe_tasks - new) + [gain] * new if new else [gain] * probe_tasks
+            agents = {
+                f"c{i}": [r + (g if i == 0 else 0) for r, g in zip(rates, gains, strict=True)]
+                for i in range(levers)
+            }
             incumbent, candidates = _play(rates, agents, probe_k, rng, coupled)
             decisions = decide_round(incumbent, candidates, config, alpha)
             if again := retests(decisions, config):
