@@ -140,9 +140,10 @@ def _round(
     size = probe_size(config.probe_tasks, config.gate, alpha / max(1, len(candidates)), passes)
     if size > config.probe_tasks and passes is not None:
         log(
-            f"  probe: {size} tasks, not {config.probe_tasks}: the incumbent passed "
-            f"{passes:.0%} of its earlier probes at these levels, and a gain shows only on "
-            "tasks it fails"
+            f"  probe: {size} tasks, not {config.probe_tasks}: the incumbent is expected to "
+            f"pass {passes:.0%} of it (its earlier probes, 0 at a level just opened), and a "
+            f"candidate that solves {config.gate.smallest_gain:g} of the rest needs this many "
+            "to show"
         )
     drawn = practice.probe_tasks(number, open_to, size)
     if drawn.reused:

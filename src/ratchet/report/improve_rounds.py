@@ -118,7 +118,8 @@ def _probe_sizes(summary: dict[str, Any]) -> str:
         return f"{least} a round"
     return (
         f"{', '.join(map(str, sizes))} in rounds 1-{len(sizes)}: more where the incumbent "
-        "passed too much of its earlier probes for a gain to show"
+        "left too few failed tasks, by its earlier probes (none at a level just opened), for a "
+        "candidate that solves part of them to show its gain"
     )
 
 
