@@ -357,6 +357,7 @@ def test_the_probe_grows_within_its_bounds_and_only_when_a_gain_could_not_show()
     assert probe_size(24, config, 0.0167, 0.5) == 50  # half of them passed: twice that
     assert probe_size(24, config, 0.0167, 1.0) == 72  # nothing left to gain on: the most
     assert probe_size(24, replace(config, smallest_gain=1.0), 0.0167, 0.5) == 24
+    assert probe_size(24, replace(config, smallest_gain=1e-4), 1e-6, 0.1) == 72  # the most
     assert probe_size(24, GateConfig(probe_growth=1), 0.0167, 0.95) == 24
     assert probe_size(100, config, 0.0167, 0.9) == 250  # 25 to fail where it fails 1 in 10
     assert probe_size(100, config, 0.0167, 0.5) == 100  # never below the run's own size

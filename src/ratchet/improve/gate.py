@@ -243,17 +243,19 @@ def probe_size(
     room = 1.0 - incumbent_pass
     if room <= 0:
         return most
-    failed = _failed_to_show(_fewest_differing(threshold), config.smallest_gain)
+    needed = _fewest_differing(threshold)
+    failed = _failed_to_show(needed, config.smallest_gain, math.ceil(most * room))
     return max(probe_tasks, min(most, math.ceil(round(failed / room, 6))))
 
 
-def _failed_to_show(needed: int, gain: float) -> int:
+def _failed_to_show(needed: int, gain: float, limit: int) -> int:
     """The fewest failed tasks on which solving share ``gain`` gives ``needed`` wins, likely.
 
-    The smallest ``m`` with ``P(Binomial(m, gain) >= needed) >= PROBE_POWER``.
+    The smallest ``m`` with ``P(Binomial(m, gain) >= needed) >= PROBE_POWER``, or ``limit``
+    (the most a probe can fail) if that is smaller.
     """
     failed = needed
-    while _at_least(needed, failed, gain) < PROBE_POWER:
+    while failed < limit and _at_least(needed, failed, gain) < PROBE_POWER:
         failed += 1
     return failed
 
