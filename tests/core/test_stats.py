@@ -69,6 +69,24 @@ def test_holm_steps_down_and_stops_at_the_first_kept_hypothesis():
     assert [rejected for rejected, _ in holm([0.02, 0.04, 0.03], alpha=0.05)] == [False] * 3
 
 
+def test_weighted_holm_gives_the_heavier_hypothesis_more_alpha_and_equal_weights_change_nothing():
+    assert holm([0.01, 0.04, 0.03], 0.05, [2.0, 2.0, 2.0]) == holm([0.01, 0.04, 0.03], 0.05)
+    # As a round whose rft lever has one acceptance in one candidate and exemplars none.
+    (kept, plain), _ = holm([0.0107, 0.9], 0.0167)
+    (favoured, weighted), (_, rest) = holm([0.0107, 0.9], 0.0167, [2 / 3, 1 / 3])
+    assert not kept and plain == pytest.approx(0.0167 / 2)
+    assert favoured and weighted == pytest.approx(0.0167 * 2 / 3)
+    assert rest == pytest.approx(0.0167)  # the last one tested gets what is left: all of it
+    # Taken by p / w: a light hypothesis with the smaller p-value comes second.
+    assert holm([0.02, 0.03], 0.05, [0.1, 0.9]) == [
+        (True, pytest.approx(0.05)),
+        (True, pytest.approx(0.045)),
+    ]
+    assert holm([0.06, 0.03], 0.05, [0.1, 0.9])[0] == (False, pytest.approx(0.05))
+    with pytest.raises(ValueError, match="positive weight"):
+        holm([0.01, 0.02], 0.05, [1.0, 0.0])
+
+
 @pytest.mark.parametrize(
     ("level", "df", "table"),
     [(0.95, 1, 12.706), (0.95, 2, 4.303), (0.95, 3, 3.182), (0.95, 10, 2.228),

@@ -16,6 +16,7 @@ from fakes import (
     solve_calc,
 )
 from ratchet.core.agent import Agent, load_agent
+from ratchet.core.stats import holm
 from ratchet.core.task import split_of
 from ratchet.core.verdict import Verdict
 from ratchet.engine.models import cached_backends
@@ -192,6 +193,29 @@ def test_a_lever_that_proposes_nothing_uses_no_version_number(tmp_path):
     why = "nothing to propose: no data of the kind it needs"
     assert said and all(c["reason"] == why and c["version"] is None for c in said)
     assert any(f"explains: {why}" in line for line in lines)
+
+
+def test_a_round_splits_its_alpha_by_the_levers_records(tmp_path):
+    from ratchet.improve.levers.exemplars import ExemplarLever
+
+    class Same:
+        name = "same"
+
+        def propose(self, context):
+            return context.incumbent.derive(context.version, self.name)
+
+    config = replace(CONFIG, levers=("exemplars", "same"))
+    levers = [ExemplarLever(), Same()]
+    summary = improve(
+        config, env, tmp_path, lambda a, d: learning_model(), log=quiet, levers=levers
+    )
+    first, second = summary["rounds"]
+    assert first["alpha_shares"] == {"exemplars": 0.5, "same": 0.5}
+    assert [c["accepted"] for c in first["candidates"]] == [True, False]
+    assert second["alpha_shares"] == {"exemplars": 2 / 3, "same": 1 / 3}
+    p_values = [c["p_value"] for c in second["candidates"]]
+    thresholds = [t for _, t in holm(p_values, second["alpha"], [2 / 3, 1 / 3])]
+    assert [c["threshold"] for c in second["candidates"]] == pytest.approx(thresholds)
 
 
 def test_a_start_that_failed_does_not_block_the_directory(tmp_path):

@@ -1,4 +1,4 @@
-from ratchet.improve.schedule import sits_out, sitting_out
+from ratchet.improve.schedule import alpha_shares, sits_out, sitting_out
 
 
 def record(number, *candidates):
@@ -55,3 +55,13 @@ def test_when_every_lever_would_sit_out_the_ones_out_for_one_round_propose():
     assert sitting_out(one_lost, ["rft", "exemplars"])["exemplars"] is not None
     for_good = [record(1, ("rft", "v1", -0.1)), record(2, ("rft", "v2", -0.1))]
     assert sitting_out(for_good, ["rft"])["rft"] is not None
+
+
+def test_a_levers_share_of_alpha_follows_its_accepted_candidates():
+    assert alpha_shares([], ["rft", "exemplars"]) == {"rft": 0.5, "exemplars": 0.5}
+    first = record(1, ("exemplars", "v1", 0.17), ("rft", "v2", 0.75))
+    first["candidates"][1]["accepted"] = True
+    rounds = [first, record(2, ("exemplars", None, 0.0), ("rft", "v3", 0.1))]
+    # rft: 1 of 2 accepted; exemplars: 0 of 1 (a round it sat out counts for nothing).
+    assert alpha_shares(rounds, ["rft", "exemplars"]) == {"rft": 0.5, "exemplars": 1 / 3}
+    assert alpha_shares(rounds[:1], ["rft", "exemplars"]) == {"rft": 2 / 3, "exemplars": 1 / 3}

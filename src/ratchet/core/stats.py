@@ -198,17 +198,31 @@ def smallest_p_value(tasks: int) -> float:
     return 0.5 ** min(tasks, 60) if tasks else 1.0
 
 
-def holm(p_values: Sequence[float], alpha: float) -> list[tuple[bool, float]]:
-    """Holm's step-down procedure at family-wise level ``alpha``.
+def holm(
+    p_values: Sequence[float], alpha: float, weights: Sequence[float] | None = None
+) -> list[tuple[bool, float]]:
+    """Holm's step-down procedure at family-wise level ``alpha``, weighted if asked.
 
-    Returns, per hypothesis, whether it is rejected and the threshold its p-value was held to
-    (``alpha / (m - rank)``); once one hypothesis is kept, every larger p-value is kept too.
+    Returns, per hypothesis, whether it is rejected and the threshold its p-value was held to;
+    once one hypothesis is kept, every later one is kept too. Unweighted, the hypotheses are
+    taken by p-value and the one of rank ``r`` is held to ``alpha / (m - r)``. With positive
+    ``weights`` (Holm 1979's weighted procedure), they are taken by ``p / w`` and each is held
+    to ``alpha * w / W``, ``W`` the weight of it and the hypotheses still untested; the bound
+    holds for weights fixed before the p-values are seen, and equal weights give the
+    unweighted procedure.
+
+    Raises:
+        ValueError: If ``weights`` is not one positive number per p-value.
     """
-    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    shares = [1.0] * len(p_values) if weights is None else list(weights)
+    if len(shares) != len(p_values) or any(w <= 0 for w in shares):
+        raise ValueError(f"holm takes one positive weight per p-value, not {weights}")
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i] / shares[i])
     result = [(False, alpha)] * len(p_values)
     stopped = False
     for rank, index in enumerate(order):
-        threshold = alpha / (len(p_values) - rank)
+        untested = sum(shares[i] for i in order[rank:])
+        threshold = alpha * shares[index] / untested
         stopped = stopped or p_values[index] > threshold
         result[index] = (not stopped, threshold)
     return result

@@ -68,9 +68,8 @@ class GateConfig:
         resamples: Monte-Carlo sign flips when there are too many tasks to enumerate.
         probe_growth: Largest multiple of --probe-tasks a round's probe grows to where a gain
             of ``smallest_gain`` could not show on fewer tasks (1: never grows).
-        smallest_gain: The smallest gain worth keeping, as the share of the probe tasks its
-            incumbent fails that a candidate solves: a round's probe is sized for such a
-            candidate, breaking nothing, to reach its threshold four times in five.
+        smallest_gain: Share of the probe tasks its incumbent fails that a candidate worth
+            keeping solves; the probe is sized for such a candidate to show, 4 times in 5.
     """
 
     alpha: float = 0.05
@@ -278,6 +277,7 @@ def decide_round(
     config: GateConfig,
     alpha: float,
     retested: Mapping[str, Retest] | None = None,
+    weights: Mapping[str, float] | None = None,
 ) -> list[GateDecision]:
     """Decide every candidate of one round against the incumbent on one probe.
 
@@ -288,6 +288,8 @@ def decide_round(
         alpha: This round's false-accept budget, shared among the candidates by Holm.
         retested: Retest episodes of the candidates :func:`retests` named, by version; their
             flips count only where the retest confirms them.
+        weights: Each candidate's weight in Holm's split of ``alpha``, by version, fixed
+            before the probe (none: equal shares).
 
     Raises:
         ValueError: If a candidate's episodes do not pair up with the incumbent's.
@@ -299,7 +301,8 @@ def decide_round(
         permutation_p_value(list(paired_differences(before, after).values()), config.resamples)
         for after in afters.values()
     ]
-    tested = holm(p_values, alpha)
+    shares = None if weights is None else [weights[version] for version in afters]
+    tested = holm(p_values, alpha, shares)
     retested = retested or {}
     return [
         _decide(

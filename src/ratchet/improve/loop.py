@@ -42,7 +42,7 @@ from ratchet.improve.hindsight import relabel_all, sources
 from ratchet.improve.levers import WEIGHT_LEVERS, Lever, make_levers
 from ratchet.improve.practice import Practice, draw
 from ratchet.improve.rundir import RunDir
-from ratchet.improve.schedule import sitting_out
+from ratchet.improve.schedule import alpha_shares, sitting_out
 from ratchet.improve.summary import round_lines, round_record, summary
 
 Log = Callable[[str], None]
@@ -125,19 +125,24 @@ def _round(
     run.record(learned.successes)
     phases: dict[str, Any] = {"practice": lap(), "proposals": {}}
     # Propose: every lever turns the experience so far into at most one candidate.
-    candidates = []
+    candidates, lever_of = [], {}
     out = sitting_out(run.rounds, [lever.name for lever in levers])
     for lever in levers:
         propose = practice.proposal(lever, incumbent, number, out[lever.name])
         if (candidate := run.candidate(number, lever.name, incumbent, propose)) is not None:
             candidates.append(candidate)
+            lever_of[candidate.version] = lever.name
         phases["proposals"][lever.name] = lap()
     # Gate: all candidates against the incumbent on this round's fresh probe sample, large
-    # enough for a gain to show over what the incumbent passed of its earlier probes.
+    # enough for a gain to show over what the incumbent passed of its earlier probes; Holm
+    # splits alpha by the levers' records, and the probe is sized for the favoured one.
     alpha = round_alpha(config.gate, config.rounds, run.alpha_spent, run.rounds_done)
+    shares = alpha_shares(run.rounds, list(lever_of.values()))
+    weights = {version: shares[lever] for version, lever in lever_of.items()}
+    first = max(weights.values(), default=1.0) / (sum(weights.values()) or 1.0)
     top = min(practice.probe_top(open_to), env.max_difficulty)
     passes = _probe_pass(chosen.get("probe", {}), top) if candidates else None
-    size = probe_size(config.probe_tasks, config.gate, alpha / max(1, len(candidates)), passes)
+    size = probe_size(config.probe_tasks, config.gate, alpha * first, passes)
     if size > config.probe_tasks and passes is not None:
         log(
             f"  probe: {size} tasks, not {config.probe_tasks}: the incumbent is expected to "
@@ -154,7 +159,7 @@ def _round(
     probe = drawn.tasks
     baseline = practice.probe(incumbent, probe)
     probed = {c.version: practice.probe(c, probe) for c in candidates}
-    decisions = decide_round(baseline, probed, config.gate, alpha)
+    decisions = decide_round(baseline, probed, config.gate, alpha, weights=weights)
     # A candidate only its pass->fail flips reject replays the flipped tasks, as does
     # the incumbent: one sampled failure cannot tell a broken task from a noisy one.
     if again := retests(decisions, config.gate):
@@ -163,7 +168,7 @@ def _round(
             version: practice.retest(incumbent, by_version[version], probe, flipped)
             for version, flipped in again.items()
         }
-        decisions = decide_round(baseline, probed, config.gate, alpha, retested)
+        decisions = decide_round(baseline, probed, config.gate, alpha, retested, weights)
     run.adopt(number, incumbent, decisions)
     phases["gate"] = lap()
     best = winner(decisions)
@@ -175,6 +180,7 @@ def _round(
     record["exploration"] = explored.with_relabels(relabelled).record
     record["curriculum"] = {**chosen, "probe_to": practice.probe_top(open_to)}
     record["alpha"] = alpha
+    record["alpha_shares"] = shares
     record["probe_size"] = size
     record["probe_reused"] = list(drawn.reused)
     record["seconds_by_phase"] = phases

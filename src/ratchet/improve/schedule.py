@@ -1,4 +1,4 @@
-"""Which levers propose in a round: the ones whose candidates have not kept losing.
+"""Which levers propose in a round, and each one's share of the round's false-accept budget.
 
 Every candidate costs its proposal's time, the probe episodes the gate plays it on, and a share
 of the round's false-accept budget (the gate splits alpha among a round's candidates). A lever
@@ -11,6 +11,12 @@ down one probe task of 24 in round 2, left round 3 with no candidate while its s
 level-2 successes). The reason is recorded in the round's candidates like a lever's own
 "nothing to propose". Everything is read from the completed rounds' records, so a resumed run
 decides alike.
+
+A proposing lever's share of the round's alpha follows its record in the run (:func:`alpha_shares`):
+the gate splits alpha among a round's candidates by weighted Holm, so a lever whose candidates
+were accepted gets more of it than one whose were not. On calc (dev seed 1, round 2), rft's
+candidate (p = 0.0107) missed the equal split's 0.0083 beside an exemplars candidate that lost
+30 probe points, after rft had been accepted in round 1 and exemplars not.
 """
 
 from __future__ import annotations
@@ -77,3 +83,27 @@ def _losses(rounds: Sequence[dict[str, Any]], lever: str) -> list[tuple[int, dic
             break
         lost.append((number, candidate))
     return lost
+
+
+def alpha_shares(rounds: Sequence[dict[str, Any]], levers: Sequence[str]) -> dict[str, float]:
+    """Each lever's weight in the gate's split of the next round's alpha (see the module).
+
+    A lever that had ``accepted`` of its ``proposed`` candidates accepted in ``rounds`` weighs
+    ``(accepted + 1) / (proposed + 2)`` (the rule of succession): equal before any record, 2/3
+    against 1/3 after one round that accepted one lever's candidate and not the other's.
+    Weights fixed before the round's probe is played keep Holm's bound.
+
+    Args:
+        rounds: The records of the completed rounds, in order.
+        levers: The levers' names.
+    """
+    proposed = {
+        lever: [
+            bool(c.get("accepted"))
+            for record in rounds
+            for c in record.get("candidates", [])
+            if c["lever"] == lever and c.get("version") is not None
+        ]
+        for lever in levers
+    }
+    return {lever: (sum(made) + 1) / (len(made) + 2) for lever, made in proposed.items()}
