@@ -216,6 +216,7 @@ def test_a_round_splits_its_alpha_by_the_levers_records(tmp_path):
     p_values = [c["p_value"] for c in second["candidates"]]
     thresholds = [t for _, t in holm(p_values, second["alpha"], [2 / 3, 1 / 3])]
     assert [c["threshold"] for c in second["candidates"]] == pytest.approx(thresholds)
+    assert "over levers: round 2 exemplars 0.67, same 0.33)" in write_report(tmp_path).read_text()
 
 
 def test_a_start_that_failed_does_not_block_the_directory(tmp_path):

@@ -85,7 +85,8 @@ def gate_section(summary: dict[str, Any]) -> str:
         f'<p class="note">Each candidate played the same probe tasks ({_probe_sizes(summary)}) '
         "with the same seeds as the incumbent. Accepted only if the paired gain is "
         "significant (one-sided sign-flip permutation test, at its share of the run's alpha "
-        f"{gate.get('alpha', 0.05)}, split over rounds and, by Holm, over levers) and its "
+        f"{gate.get('alpha', 0.05)}, split over rounds and, by Holm weighted with each "
+        f"lever's accepted candidates so far, over levers{_shares(summary)}) and its "
         f"pass→fail flips stay within the budget ({gate.get('flip_budget', 0.1):.0%} of the "
         f"probe episodes, at least one), within each env and each level of it too when the "
         f"probe holds several envs.{retest} Of several accepted candidates in a round, "
@@ -108,6 +109,17 @@ def gate_section(summary: dict[str, Any]) -> str:
             row_classes=classes,
         )
     )
+
+
+def _shares(summary: dict[str, Any]) -> str:
+    """The levers' weights in each round's split of alpha, where some differ: ``: round 2 ...``."""
+    parts = [
+        f"round {record['round']} "
+        + ", ".join(f"{esc(lever)} {share:.2f}" for lever, share in shares.items())
+        for record in summary["rounds"]
+        if len(set((shares := record.get("alpha_shares", {})).values())) > 1
+    ]
+    return f": {'; '.join(parts)}" if parts else ""
 
 
 def _probe_sizes(summary: dict[str, Any]) -> str:
