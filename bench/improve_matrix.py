@@ -205,8 +205,8 @@ def _commit() -> str:
     return git("rev-parse", "--short", "HEAD").strip() + dirty
 
 
-def carried_over(row: Row, out: Path) -> dict[str, Any] | None:
-    """``row``'s record in docs/results.json (same env, seed, privilege and level-one-ness).
+def carried_over(row: Row, out: Path) -> list[dict[str, Any]]:
+    """``row``'s records in docs/results.json (same env, seed, privilege and level-one-ness).
 
     A record measured with settings the row has since changed keeps the command it ran, as a
     run read from ``out`` does (see :func:`run`); one measured on another env version is kept
@@ -214,11 +214,12 @@ def carried_over(row: Row, out: Path) -> dict[str, Any] | None:
     """
     path = DOCS / "results.json"
     if not path.exists():
-        return None
+        return []
     try:
         version: str | None = load_env_reference(row.env).version
     except EnvLoadError:
         version = None  # a forged env not forged in this checkout: its rows stay as they ran
+    kept = []
     for old in json.loads(path.read_text())["rows"]:
         same_row = (
             old["env"],
@@ -238,8 +239,8 @@ def carried_over(row: Row, out: Path) -> dict[str, Any] | None:
             print(f"[{row.name}] history: measured on {row.env} version {old.get('env_version')}")
         if old.get("command") != command(row.config, Path("runs") / out.name / row.name):
             print(f"[{row.name}] carried over with the command it ran: {old.get('command')}")
-        return dict(old)
-    return None
+        kept.append(dict(old))
+    return kept
 
 
 def record(row: Row, summary: dict[str, Any], directory: Path) -> dict[str, Any]:
@@ -310,7 +311,9 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
     headline's targets met or missed, then a per-level table, every run, the development
     seeds, and the older hand-tuned rows as history with the settings they ran.
     """
-    (DOCS / "results.json").write_text(json.dumps({"rows": records}, indent=2) + "\n")
+    path = DOCS / "results.json"
+    # A stopped run's line outlives its directory: read from here when the run is not.
+    noted = json.loads(path.read_text()).get("unfinished", {}) if path.exists() else {}
     figure = _curves([r for r in records if is_default(r)] or records)
     headline = [r for r in records if is_default(r) and r.get("seed") in REPORTING_SEEDS]
     development = [r for r in records if is_default(r) and r.get("seed") not in REPORTING_SEEDS]
@@ -357,25 +360,35 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
         for seed in REPORTING_SEEDS
         if not any(r["env"] == env and r["seed"] == seed for r in headline)
     ]
-    stopped = [_unfinished(out / f"{name.replace(' seed ', '-seed')}") for name in missing]
+    stopped = [
+        _unfinished(out / f"{name.replace(' seed ', '-seed')}") or noted.get(name, "")
+        for name in missing
+    ]
+    unfinished = {name: line for name, line in zip(missing, stopped, strict=True) if line}
+    path.write_text(json.dumps({"rows": records, "unfinished": unfinished}, indent=2) + "\n")
     if any(stopped):
         lines += ["", *(f"- {line}" for line in stopped if line)]
     if missing:
         lines += ["", f"Not finished: {', '.join(missing)}. A target on fewer than three seeds "
                   "is not met, whatever its number."]  # fmt: skip
-    lines += ["", "### Per level", "", "Test pass@1 by level, base -> final, per run:", "",
-              "| env | seed | " + " | ".join(f"L{n}" for n in (1, 2, 3)) + " |",
-              "|---|---|---|---|---|"]  # fmt: skip
-    for r in sorted(headline + development, key=lambda r: (r["env"], r["seed"])):
-        levels = r.get("by_level", {})
-        cells = [
-            f"{levels[str(n)]['base']:.2f} -> {levels[str(n)]['final']:.2f}"
-            if str(n) in levels else "-"
-            for n in (1, 2, 3)
-        ]  # fmt: skip
-        lines.append(f"| {r['env']} | {r['seed']} | " + " | ".join(cells) + " |")
-    lines += ["", "### Every run", "", *_run_table(headline + development)]
-    lines += _over_seeds(headline + development)
+    lines += ["", "### Per level", "", *_per_level(headline)]
+    lines += ["", "### Every run", "", *_run_table(headline)]
+    lines += _over_seeds(headline)
+    if development:
+        # The seeds the defaults were chosen on never pool with the reporting seeds.
+        lines += [
+            "",
+            "## Development seeds",
+            "",
+            "The same command on seeds 0-2, where the defaults were chosen (each row at the "
+            "commit it names, one draw each): a guide to where the next freeze stands, not a "
+            "result.",
+            "",
+            *_per_level(development),
+            "",
+            *_run_table(development),
+            *_over_seeds(development),
+        ]
     if level_one:
         lines += [
             "",
@@ -435,6 +448,26 @@ def write_docs(records: list[dict[str, Any]], out: Path) -> None:
     lines += [f"- {r['env']} (seed {r.get('seed', 0)}): `{r['command']}`"
               for r in headline + development + level_one + forged + history]  # fmt: skip
     (DOCS / "results.md").write_text("\n".join(lines) + "\n")
+
+
+def _per_level(records: list[dict[str, Any]]) -> list[str]:
+    """A table of test pass@1 per level, base -> final, one line per run."""
+    lines = [
+        "Test pass@1 by level, base -> final, per run:",
+        "",
+        "| env | seed | " + " | ".join(f"L{n}" for n in (1, 2, 3)) + " |",
+        "|---|---|---|---|---|",
+    ]
+    for r in sorted(records, key=lambda r: (r["env"], r["seed"])):
+        levels = r.get("by_level", {})
+        cells = [
+            f"{levels[str(n)]['base']:.2f} -> {levels[str(n)]['final']:.2f}"
+            if str(n) in levels
+            else "-"
+            for n in (1, 2, 3)
+        ]
+        lines.append(f"| {r['env']} | {r['seed']} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def _unfinished(directory: Path) -> str:
@@ -669,10 +702,13 @@ def main() -> None:
     records = []
     measured = _seeds_measured(args.out)
     for row in rows(demos=True, seeds=measured) + forged_rows(measured) + level_one_rows(measured):
+        old = carried_over(row, args.out)
         if (args.out / row.name / "summary.json").exists():
-            records.append(run(row, args.out, fresh=False))
-        elif (old := carried_over(row, args.out)) is not None:
-            records.append(old)
+            # A run here replaces the row's record, not the history that shares its name.
+            new = run(row, args.out, fresh=False)
+            records += [new, *(r for r in old if r["command"] != new["command"])]
+        else:
+            records += old
     for r in records:
         print(
             f"{_label(r):22} base {r['base']['pass@1']:.2f} "
