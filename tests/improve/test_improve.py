@@ -206,8 +206,9 @@ def test_a_round_splits_its_alpha_by_the_levers_records(tmp_path):
 
     config = replace(CONFIG, levers=("exemplars", "same"))
     levers = [ExemplarLever(), Same()]
+    lines = []
     summary = improve(
-        config, env, tmp_path, lambda a, d: learning_model(), log=quiet, levers=levers
+        config, env, tmp_path, lambda a, d: learning_model(), log=lines.append, levers=levers
     )
     first, second = summary["rounds"]
     assert first["alpha_shares"] == {"exemplars": 0.5, "same": 0.5}
@@ -217,6 +218,8 @@ def test_a_round_splits_its_alpha_by_the_levers_records(tmp_path):
     thresholds = [t for _, t in holm(p_values, second["alpha"], [2 / 3, 1 / 3])]
     assert [c["threshold"] for c in second["candidates"]] == pytest.approx(thresholds)
     assert "over levers: round 2 exemplars 0.67, same 0.33)" in write_report(tmp_path).read_text()
+    split = "split by the levers' records: exemplars 0.67, same 0.33"
+    assert f"  alpha {second['alpha']:.4f} {split}" in lines
 
 
 def test_a_start_that_failed_does_not_block_the_directory(tmp_path):

@@ -40,7 +40,7 @@ from ratchet.improve.gate import (
 )
 from ratchet.improve.hindsight import relabel_all, sources
 from ratchet.improve.levers import WEIGHT_LEVERS, Lever, make_levers
-from ratchet.improve.practice import Practice, draw
+from ratchet.improve.practice import Practice, Probe, draw
 from ratchet.improve.rundir import RunDir
 from ratchet.improve.schedule import alpha_shares, sitting_out
 from ratchet.improve.summary import round_lines, round_record, summary
@@ -139,23 +139,11 @@ def _round(
     alpha = round_alpha(config.gate, config.rounds, run.alpha_spent, run.rounds_done)
     shares = alpha_shares(run.rounds, list(lever_of.values()))
     weights = {version: shares[lever] for version, lever in lever_of.items()}
-    first = max(weights.values(), default=1.0) / (sum(weights.values()) or 1.0)
-    top = min(practice.probe_top(open_to), env.max_difficulty)
-    passes = _probe_pass(chosen.get("probe", {}), top) if candidates else None
-    size = probe_size(config.probe_tasks, config.gate, alpha * first, passes)
-    if size > config.probe_tasks and passes is not None:
-        log(
-            f"  probe: {size} tasks, not {config.probe_tasks}: the incumbent is expected to "
-            f"pass {passes:.0%} of it (its earlier probes, 0 at a level just opened), and a "
-            f"candidate that solves {config.gate.smallest_gain:g} of the rest needs this many "
-            "to show"
-        )
-    drawn = practice.probe_tasks(number, open_to, size)
-    if drawn.reused:
-        log(
-            f"  probe: {len(drawn.reused)} of {len(drawn.tasks)} tasks were probed in an "
-            f"earlier round too (the probe split holds too few problems): {', '.join(drawn.reused)}"
-        )
+    if len(set(weights.values())) > 1:
+        total = sum(weights.values())
+        split = ", ".join(f"{lever} {shares[lever] / total:.2f}" for lever in lever_of.values())
+        log(f"  alpha {alpha:.4f} split by the levers' records: {split}")
+    drawn = _draw_probe(practice, number, open_to, chosen, alpha, weights, log)
     probe = drawn.tasks
     baseline = practice.probe(incumbent, probe)
     probed = {c.version: practice.probe(c, probe) for c in candidates}
@@ -181,10 +169,45 @@ def _round(
     record["curriculum"] = {**chosen, "probe_to": practice.probe_top(open_to)}
     record["alpha"] = alpha
     record["alpha_shares"] = shares
-    record["probe_size"] = size
+    record["probe_size"] = len(probe)
     record["probe_reused"] = list(drawn.reused)
     record["seconds_by_phase"] = phases
     return record
+
+
+def _draw_probe(
+    practice: Practice,
+    number: int,
+    open_to: int,
+    chosen: dict[str, Any],
+    alpha: float,
+    weights: dict[str, float],
+    log: Log,
+) -> Probe:
+    """Draw round ``number``'s probe, sized for its best-weighted candidate, and say why.
+
+    ``weights`` are the candidates' weights in Holm's split of ``alpha``; the probe is sized
+    for the threshold of the heaviest (the lever whose record the split favours).
+    """
+    config, env = practice.config, practice.env
+    first = max(weights.values(), default=1.0) / (sum(weights.values()) or 1.0)
+    top = min(practice.probe_top(open_to), env.max_difficulty)
+    passes = _probe_pass(chosen.get("probe", {}), top) if weights else None
+    size = probe_size(config.probe_tasks, config.gate, alpha * first, passes)
+    if size > config.probe_tasks and passes is not None:
+        log(
+            f"  probe: {size} tasks, not {config.probe_tasks}: the incumbent is expected to "
+            f"pass {passes:.0%} of it (its earlier probes, 0 at a level just opened), and a "
+            f"candidate that solves {config.gate.smallest_gain:g} of the rest needs this many "
+            "to show"
+        )
+    drawn = practice.probe_tasks(number, open_to, size)
+    if drawn.reused:
+        log(
+            f"  probe: {len(drawn.reused)} of {len(drawn.tasks)} tasks were probed in an "
+            f"earlier round too (the probe split holds too few problems): {', '.join(drawn.reused)}"
+        )
+    return drawn
 
 
 def _probe_pass(mastery: dict[str, float], top: int) -> float | None:
