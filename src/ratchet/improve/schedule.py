@@ -69,16 +69,20 @@ def sitting_out(rounds: Sequence[dict[str, Any]], levers: Sequence[str]) -> dict
     return reasons
 
 
-def _losses(rounds: Sequence[dict[str, Any]], lever: str) -> list[tuple[int, dict[str, Any]]]:
-    """``lever``'s latest run of candidates that lost probe points, newest first, by round."""
-    proposed = [
+def _proposed(rounds: Sequence[dict[str, Any]], lever: str) -> list[tuple[int, dict[str, Any]]]:
+    """``lever``'s gated candidates in ``rounds`` (not its rounds out or with nothing), by round."""
+    return [
         (record["round"], candidate)
         for record in rounds
         for candidate in record.get("candidates", [])
         if candidate["lever"] == lever and candidate.get("version") is not None
     ]
+
+
+def _losses(rounds: Sequence[dict[str, Any]], lever: str) -> list[tuple[int, dict[str, Any]]]:
+    """``lever``'s latest run of candidates that lost probe points, newest first, by round."""
     lost: list[tuple[int, dict[str, Any]]] = []
-    for number, candidate in reversed(proposed):
+    for number, candidate in reversed(_proposed(rounds, lever)):
         if candidate.get("probe_gain", 0.0) >= 0:
             break
         lost.append((number, candidate))
@@ -97,13 +101,8 @@ def alpha_shares(rounds: Sequence[dict[str, Any]], levers: Sequence[str]) -> dic
         rounds: The records of the completed rounds, in order.
         levers: The levers' names.
     """
-    proposed = {
-        lever: [
-            bool(c.get("accepted"))
-            for record in rounds
-            for c in record.get("candidates", [])
-            if c["lever"] == lever and c.get("version") is not None
-        ]
-        for lever in levers
-    }
-    return {lever: (sum(made) + 1) / (len(made) + 2) for lever, made in proposed.items()}
+    shares = {}
+    for lever in levers:
+        accepted = [bool(candidate.get("accepted")) for _, candidate in _proposed(rounds, lever)]
+        shares[lever] = (sum(accepted) + 1) / (len(accepted) + 2)
+    return shares
