@@ -112,12 +112,16 @@ def gate_section(summary: dict[str, Any]) -> str:
 
 
 def _shares(summary: dict[str, Any]) -> str:
-    """The levers' weights in each round's split of alpha, where some differ: ``: round 2 ...``."""
+    """Each lever's share of a round's alpha, where they differ: ``: round 2 rft 0.67, ...``.
+
+    Rounds record the levers' weights; a share is a weight over the round's total, as the log
+    prints it.
+    """
     parts = [
         f"round {record['round']} "
-        + ", ".join(f"{esc(lever)} {share:.2f}" for lever, share in shares.items())
+        + ", ".join(f"{esc(lever)} {w / sum(weights.values()):.2f}" for lever, w in weights.items())
         for record in summary["rounds"]
-        if len(set((shares := record.get("alpha_shares", {})).values())) > 1
+        if len(set((weights := record.get("alpha_shares", {})).values())) > 1
     ]
     return f": {'; '.join(parts)}" if parts else ""
 
