@@ -47,17 +47,23 @@ def test_a_level_opens_when_the_incumbent_passes_0_3_of_the_one_below_on_the_pro
     assert probe_rates(episodes({1: 0.8, 2: 0.2}, split="probe")) == {1: 0.8, 2: 0.2}
 
 
-def test_training_success_alone_never_opens_a_level():
-    history = episodes({1: 1.0})
-    choice = choose_tasks(env, history, 12, seed=0)
-    assert {t.difficulty for t in choice.tasks} == {1}
-    assert choice.note["open_to"] == 1
-    mastered = choose_tasks(env, history, 12, seed=0, probe=episodes({1: 0.9}, split="probe"))
-    assert mastered.note["open_to"] == 2 and mastered.note["probe"] == {"1": 0.9}
-    assert 2 in {t.difficulty for t in mastered.tasks}
+def test_a_level_opens_when_practice_there_gave_lessons_on_0_3_of_its_tasks():
+    few = choose_tasks(env, episodes({1: 0.2}), 12, seed=0)
+    assert few.note["open_to"] == 1 and {t.difficulty for t in few.tasks} == {1}
+    enough = choose_tasks(env, episodes({1: 0.3}), 12, seed=0)
+    assert enough.note["open_to"] == 2 and enough.note["lessons"] == {"1": 0.3}
+    assert 2 in {t.difficulty for t in enough.tasks}
+    # Failures hindsight relabelled at their level are lessons too; the probe can lag them.
+    failed = episodes({1: 0.0, 2: 0.0})
+    level2 = [e for e in failed if e.task.difficulty == 2]
+    relabels = relabelled(level2[:4], env.tasks("train", 4, seed=13, difficulty=2))
+    probe = episodes({1: 0.9, 2: 0.0}, split="probe")
+    lagging = choose_tasks(env, failed + relabels, 12, seed=0, probe=probe)
+    assert lagging.note["lessons"] == {"1": 0.0, "2": 0.4} and lagging.note["open_to"] == 3
+    # One level a round: a level opens only on what was probed or practised below it.
+    assert choose_tasks(env, episodes({1: 1.0}), 12, 0, probe=probe).note["open_to"] == 2
     capped = CurriculumConfig(max_difficulty=1)
-    probe = episodes({1: 1.0}, split="probe")
-    assert {t.difficulty for t in choose_tasks(env, history, 12, 0, capped, probe).tasks} == {1}
+    assert choose_tasks(env, episodes({1: 1.0}), 12, 0, capped, probe).note["open_to"] == 1
 
 
 def test_frontier_levels_get_most_of_the_fresh_tasks():
@@ -97,7 +103,8 @@ def test_fresh_tasks_favour_the_family_on_its_frontier():
         for family in families
         for episode in episodes({1: 0.5 if family == frontier else 1.0}, family=family)
     ]
-    choice = choose_tasks(env, history, 30, seed=2, config=CurriculumConfig(revisit_share=0.0))
+    config = CurriculumConfig(revisit_share=0.0, max_difficulty=1)
+    choice = choose_tasks(env, history, 30, seed=2, config=config)
     share = sum(t.family == frontier for t in choice.tasks) / len(choice.tasks)
     assert choice.note["families"][f"{frontier}@1"] > 0.9
     assert share > 1 / len(families)
@@ -144,8 +151,9 @@ def test_a_level_where_practice_makes_lessons_is_not_left_at_the_floor():
     level2 = [e for e in history if e.task.difficulty == 2]
     relabels = relabelled(level2[:6], env.tasks("train", 6, seed=11, difficulty=2))
     probe = episodes({1: 0.9}, split="probe")
-    plain = choose_tasks(env, history, 40, seed=1, probe=probe)
-    taught = choose_tasks(env, history + relabels, 40, seed=1, probe=probe)
+    config = CurriculumConfig(max_difficulty=2)
+    plain = choose_tasks(env, history, 40, seed=1, config=config, probe=probe)
+    taught = choose_tasks(env, history + relabels, 40, seed=1, config=config, probe=probe)
     assert plain.note["levels"] == {"1": 0.84, "2": 0.15}
     assert taught.note["levels"] == {"1": 0.84, "2": 0.6}
     assert taught.note["lessons"] == {"1": 0.7, "2": 0.6}

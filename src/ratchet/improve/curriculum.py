@@ -2,8 +2,10 @@
 
 Levels open in order: practice starts at ``start_difficulty`` and the next level opens once the
 incumbent passes enough of the highest open one on the probe (its probe pass rate there reaches
-``open_next_at``, 0.3), since transfer from easy to hard work within an env is strong and a level
-far beyond the agent yields no success to learn from. Within the open levels, work is sampled where
+``open_next_at``, 0.3), or once practice there gave verified lessons (a passed episode, or a
+failure hindsight relabelled at that level or above) on that share of its tasks, since transfer
+from easy to hard work within an env is strong and a level far beyond both the agent and its
+search yields no success to learn from. Within the open levels, work is sampled where
 the agent succeeds sometimes (see :mod:`ratchet.improve.frontier`): each level by ``4 p (1 - p)``
 of its training success rate, or by the share of its tasks that gave a verified lesson (search and
 hindsight included) times ``1 - p`` where that is higher, and each fresh task by ``4 p (1 - p)`` of
@@ -47,11 +49,15 @@ class CurriculumConfig:
     Attributes:
         start_difficulty: Highest level open before the probe says anything.
         max_difficulty: Never practise above this level (``None``: the env's maximum).
-        open_next_at: The incumbent's probe pass rate at the highest open level that opens
-            the next one. 0.3: exploration searches a level the agent cannot start, so it
-            need not master the one below first (on seeds 0-1, at 0.7 and then at 0.5, grid's
-            and calc's round-1 agents, at 0.46 and 0.42 of their level-1 probe, kept
-            practising level 1 alone for the rest of the run).
+        open_next_at: The incumbent's probe pass rate, or its share of tasks that gave a
+            lesson in practice, at the highest open level that opens the next one. 0.3:
+            exploration searches a level the agent cannot start, so it need not master the
+            one below first (on seeds 0-1, at 0.7 and then at 0.5, grid's and calc's round-1
+            agents, at 0.46 and 0.42 of their level-1 probe, kept practising level 1 alone
+            for the rest of the run). Lessons count because a level's probe lags its
+            practice by a round: on calc (dev seed 1) round 3's incumbent passed none of
+            level 2 on the probe while its search and hindsight made lessons of 0.69 of the
+            level-2 tasks it practised, and level 3 never opened in a three-round run.
         revisit_share: Share of each batch spent replaying training tasks already played.
         proposed_share: Share of each batch given to proposed tasks not solved yet.
     """
@@ -90,10 +96,27 @@ def probe_rates(probe: Sequence[Trajectory]) -> dict[int, float]:
     return {level: passes / n for level, (passes, n) in sorted(counts.items())}
 
 
-def open_levels(probe: dict[int, float], top: int, config: CurriculumConfig) -> int:
-    """The highest open level: the start, plus one per level mastered in a row on the probe."""
+def open_levels(
+    probe: Mapping[int, float],
+    top: int,
+    config: CurriculumConfig,
+    lessons: Mapping[int, float] | None = None,
+) -> int:
+    """The highest open level: the start, plus one per level in a row that opened the next.
+
+    Args:
+        probe: The incumbent's probe pass rate per level.
+        top: The highest level there is to open.
+        config: Curriculum settings (``start_difficulty``, ``open_next_at``).
+        lessons: Per level practised, the share of its tasks that gave a verified lesson
+            (see :func:`~ratchet.improve.frontier.lesson_rates`); a level reaching
+            ``open_next_at`` here opens the next as its probe rate would.
+    """
+    lessons = lessons or {}
     highest = min(config.start_difficulty, top)
-    while highest < top and probe.get(highest, 0.0) >= config.open_next_at:
+    while highest < top and max(probe.get(highest, 0.0), lessons.get(highest, 0.0)) >= (
+        config.open_next_at
+    ):
         highest += 1
     return highest
 
@@ -195,9 +218,9 @@ def choose_tasks(
     rng = random.Random(seed)
     top = min(config.max_difficulty or env.max_difficulty, env.max_difficulty)
     mastery = probe_rates(probe)
-    highest = open_levels(mastery, top, config)
-    rates = SuccessRates.of_agent(history, incumbent)
     lessons = lesson_rates(history, incumbent)
+    highest = open_levels(mastery, top, config, lessons)
+    rates = SuccessRates.of_agent(history, incumbent)
     levels = _level_weights(history, rates, lessons, mastery, highest, incumbent)
     played = {
         t.task.id: t.task
