@@ -2,11 +2,22 @@ import json
 
 from search_fakes import TASKS, eager, roots
 
+from ratchet.core.agent import Agent
 from ratchet.core.tool import ToolCall
-from ratchet.engine.models.base import Completion
+from ratchet.engine.harness import replay
+from ratchet.engine.models.base import Completion, offered_tools
+from ratchet.engine.models.fake import FakeModel
+from ratchet.engine.rollout import rollout
 from ratchet.envs.calc import env
+from ratchet.envs.registry import make_env
 from ratchet.improve.explore.branch import Branch
-from ratchet.improve.explore.strategies import FINISH_KEY, POLICY, Strategy, action_key
+from ratchet.improve.explore.strategies import (
+    FINISH_KEY,
+    POLICY,
+    Strategy,
+    action_key,
+    strategy_named,
+)
 from ratchet.improve.explore.tree import Weights, choose, nodes
 
 
@@ -168,3 +179,43 @@ def test_a_chain_branch_counts_the_replayed_calls_values_as_spent():
     result = float(parent.steps[0].observation.text)
     assert result in values
     assert not values & set(first.arguments.values())  # passed by the replayed call
+
+
+def test_a_closing_branch_gives_an_answer_not_given_at_its_node_yet():
+    files = make_env("files")
+    lookups = files.tasks("train", 30, seed=5, difficulty=1)
+    task = next(t for t in lookups if t.family == "lookup" and ".json" in t.instruction)
+    read = ToolCall("read_file", {"path": files.oracle(task)[0].arguments["path"]})
+    offered = []
+
+    def first_span(prompt, rng):  # made to finish, answers with the first value it may
+        (finish,) = [t for t in offered_tools(prompt) if t["function"]["name"] == "finish"]
+        parameters = finish["function"]["parameters"]
+        options = parameters.get("anyOf", [parameters])
+        answers = [a for o in options for a in o["properties"]["answer"].get("enum", [])]
+        offered.append(answers)
+        return json.dumps({"name": "finish", "arguments": {"answer": answers[0]}})
+
+    def close_once(parents, weights):
+        node = choose(nodes(parents, max_turns=4), reach=1, weights=weights, closing=True)
+        if node is None:
+            return None
+        close = strategy_named("close")
+        branch = Branch(close, replies=node.replies(), seen=node.seen(), tried=node.tried,
+                        answers=node.answers, parent=0)  # fmt: skip
+        (child,) = rollout(files, [task], Agent(model="fake"), FakeModel(reply=first_span),
+                           steer=lambda t, s: branch)  # fmt: skip
+        return child
+
+    # The agent read the file, then answered with a wrong part of it; each close tries another.
+    gave_up = replay(files, task, [read, ToolCall("finish", {"answer": "?"})])
+    parents = [close_once([gave_up], Weights())]
+    for _ in range(3):
+        parents.append(close_once(parents, Weights()))
+    given = [child.calls[-1].arguments["answer"] for child in parents]
+    assert all(child.exploration.distinct and not child.passed for child in parents)
+    assert len(set(given)) == 4
+    assert all(not set(given[:i]) & set(offered[i]) for i in range(1, 4))
+    assert close_once(parents, Weights()) is None  # four answers given there: spent
+    right = close_once(parents, Weights(max_answers=5))
+    assert right.passed and right.calls[-1].arguments["answer"] not in given

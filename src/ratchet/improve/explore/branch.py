@@ -48,6 +48,8 @@ class Branch:
         seen: What the parent's world answered to each of ``replies``.
         tried: Canonical actions already taken at the branching turn (by the parent and
             earlier branches), which the new action must differ from.
+        answers: The ``finish`` answers already given at the branching turn, which a
+            closing branch (the ``close`` strategy) must differ from.
         parent: The sample the replies come from (``None`` for a root).
         instruction: The task's instruction (a drawn tool is drawn among those it names).
         shared: Text every task of the env shows (its policy), never copied from.
@@ -61,6 +63,7 @@ class Branch:
     replies: tuple[Completion, ...] = ()
     seen: tuple[str, ...] = ()
     tried: tuple[str, ...] = ()
+    answers: tuple[str, ...] = ()
     parent: int | None = None
     instruction: str = ""
     shared: str = ""
@@ -139,11 +142,20 @@ class _Branching:
                 # Resampling kept finding tried actions: leave out every tool tried here.
                 avoid |= tried_tools(branch.tried)
             completion = self._sample(prompt, turn, frozenset(avoid), tool, attempt)
-            if _key(completion) not in tried:
+            if self._distinct(completion, tried):
                 return completion
             self.discarded_tokens += completion.completion_tokens
         self.distinct = False
         return completion
+
+    def _distinct(self, completion: Completion, tried: set[str]) -> bool:
+        """Whether ``completion`` is a new action here: for a closing branch, a new answer."""
+        if not self.branch.strategy.closes:
+            return _key(completion) not in tried
+        action = parse_action(completion)
+        if not isinstance(action, ToolCall) or action.name != FINISH:
+            return _key(completion) not in tried
+        return not {str(v) for v in action.arguments.values()} & set(self.branch.answers)
 
     def _sample(
         self,
@@ -160,7 +172,13 @@ class _Branching:
         prompt = replace(
             prompt,
             reply_tools=reply_tools(
-                branch.strategy, prompt, self.track, avoid, tool, branch.shared
+                branch.strategy,
+                prompt,
+                self.track,
+                avoid,
+                tool,
+                branch.shared,
+                branch.answers if branch.strategy.closes and turn == len(branch.replies) else (),
             ),
             temperature=temperature,
             # The first attempt samples with the episode's own seed; a resample with another.

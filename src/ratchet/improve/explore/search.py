@@ -231,6 +231,7 @@ def _branch(
         replies=node.replies(),
         seen=node.seen(),
         tried=node.tried,
+        answers=node.answers,
         parent=node.source.sample,
     )
 

@@ -151,6 +151,7 @@ def reply_tools(
     avoid: frozenset[str] = frozenset(),
     tool: str | None = None,
     shared: str = "",
+    answered: Sequence[str] = (),
 ) -> tuple[dict[str, Any], ...] | None:
     """The tools ``prompt``'s reply may call under ``strategy``; ``None`` when unconstrained.
 
@@ -163,6 +164,8 @@ def reply_tools(
         tool: The one tool the reply must call (a drawn branching action), if any.
         shared: Text every task of the env shows (its policy): not this task's data, so never
             copied from (grid's recipe book names every material and product).
+        answered: Values already given as ``finish`` answers here, which no copied argument
+            takes again.
     """
     names = [tool] if tool is not None else [n for n in _names(prompt) if n not in avoid]
     if not names:
@@ -178,7 +181,8 @@ def reply_tools(
     messages = _own(prompt.messages, shared)
     if not strategy.chain:
         return copy_only(tools, conversation_spans(messages))
-    left = uses_left(messages, track.spent or [])
+    left = {span: n for span, n in uses_left(messages, track.spent or []).items()
+            if span not in answered}  # fmt: skip
     restricted = copy_only(tools, tuple(left))
     latest = result_spans(messages)
     if latest is None:

@@ -22,8 +22,11 @@ and a ``finish``:
   experience, never from the task.
 
 Ties go to the shallower node, then to the earlier episode. A branch that will ``finish`` at its
-node (the ``close`` strategy) takes the deepest node within one call of the agent's reach where
-an episode went on instead of finishing.
+node (the ``close`` strategy) takes a node within one call of the agent's reach where fewest
+answers were given, the deepest first: one where an episode went on instead of finishing, or
+finished with an answer that failed. A node's ``finish`` is one action for branching (a second
+answer is not another plan), but its answers are told apart for closing, so a node where the
+agent read what was asked and then gave the wrong part of it gets other parts of it tried.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ class Node:
         best: The best score of an episode through it.
         reached: Episodes that reached its state by any prefix: by the env's state fingerprint
             where it gives one (``Session.fingerprint()``), else by what the agent was shown.
+        answers: The values of the ``finish`` arguments given at it, in the order first given.
     """
 
     source: Trajectory
@@ -60,6 +64,7 @@ class Node:
     acting: int
     best: float
     reached: int = 1
+    answers: tuple[str, ...] = ()
 
     def replies(self) -> tuple[Completion, ...]:
         """The source's replies up to the node, to replay (no tokens: nothing is generated)."""
@@ -78,11 +83,13 @@ class Weights:
         finish_bonus: Factor for a node where only ``finish`` was tried.
         depth_decay: Factor per acting call beyond the agent's reach.
         max_tried: Actions tried at a node after which it is not branched again.
+        max_answers: ``finish`` answers given at a node after which it is not closed again.
     """
 
     finish_bonus: float = 2.0
     depth_decay: float = 0.5
     max_tried: int = 4
+    max_answers: int = 4
 
 
 @dataclass
@@ -94,12 +101,20 @@ class _Tally:
     acting: int
     state: object
     tried: list[str] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)
     visits: int = 0
     best: float = 0.0
 
     def node(self, reached: int) -> Node:
         return Node(
-            self.source, self.turn, tuple(self.tried), self.visits, self.acting, self.best, reached
+            self.source,
+            self.turn,
+            tuple(self.tried),
+            self.visits,
+            self.acting,
+            self.best,
+            reached,
+            tuple(self.answers),
         )
 
 
@@ -122,6 +137,9 @@ def nodes(episodes: Sequence[Trajectory], max_turns: int) -> list[Node]:
             action = action_key(step)
             if action not in tally.tried:
                 tally.tried.append(action)
+            for answer in _answers(step):
+                if answer not in tally.answers:
+                    tally.answers.append(answer)
             tally.visits += 1
             tally.best = max(tally.best, episode.score)
             if not _clean(step, prefix, action):
@@ -144,15 +162,18 @@ def choose(
         reach: Acting calls of the agent's longest verified success (at least 1).
         weights: How nodes are weighed.
         closing: The branch will ``finish`` at the node (the ``close`` strategy): only a node
-            after at least one acting call, where no ``finish`` was tried, will do, and the
-            deepest of those within reach first (where the agent went on instead of stopping).
+            after at least one acting call, with fewer than ``max_answers`` answers given there,
+            will do; within reach, fewest answers first, then the deepest (where the agent went
+            on instead of stopping, or stopped with the wrong part of what it read).
     """
-    open_nodes = [n for n in candidates if len(n.tried) < weights.max_tried]
     if closing:
-        open_nodes = [n for n in open_nodes if n.acting and FINISH_KEY not in n.tried]
-        within = [n for n in open_nodes if n.acting <= reach + 1] or open_nodes
-        ranked = sorted(enumerate(within), key=lambda item: (-item[1].turn, item[0]))
+        closable = [n for n in candidates if n.acting and len(n.answers) < weights.max_answers]
+        within = [n for n in closable if n.acting <= reach + 1] or closable
+        ranked = sorted(
+            enumerate(within), key=lambda item: (len(item[1].answers), -item[1].turn, item[0])
+        )
         return ranked[0][1] if ranked else None
+    open_nodes = [n for n in candidates if len(n.tried) < weights.max_tried]
     if not open_nodes:
         return None
 
@@ -186,6 +207,13 @@ def _state(episode: Trajectory, turn: int) -> object:
     if last is not None:
         return last
     return tuple(step.observation.text for step in episode.steps[:turn])
+
+
+def _answers(step: Step) -> list[str]:
+    """The argument values of ``step``'s ``finish`` call, as text (none for another step)."""
+    if step.call is None or step.call.name != FINISH:
+        return []
+    return [str(value) for value in step.call.arguments.values()]
 
 
 def _replayable(episode: Trajectory) -> bool:
