@@ -773,15 +773,20 @@ def test_a_round_probes_more_tasks_when_the_incumbent_passed_too_much_for_a_gain
     level_one = replace(CONFIG, max_difficulty=1)
     summary = improve(level_one, env, tmp_path, lambda a, d: learning_model(), log=lines.append)
     first, second = summary["rounds"]
-    assert first["probe_size"] == first["probe_tasks"] == 24
+    # Round 1's base was never probed: its practice samples stand for its probes.
+    passed, played = first["exploration"]["roots"]
+    threshold = first["alpha"] / len(first["candidates"])
+    assert first["probe_size"] == probe_size(24, CONFIG.gate, threshold, passed / played) > 24
+    assert f"its practice samples, {passed} of {played} passed" in "\n".join(lines)
     assert first["probe"] > 0.8 and second["candidates"]
     assert second["probe_size"] == second["probe_tasks"] > 24
     assert f"probe: {second['probe_size']} tasks, not 24" in "\n".join(lines)
     with Store(tmp_path) as store:
         probed = {t.task.id for _, t in store.trajectories(split="probe") if t.agent == "v1"}
-    assert len(probed) == 24 + second["probe_size"]  # v1 played both probes: no task twice
+    # v1 played both probes, no task twice
+    assert len(probed) == first["probe_size"] + second["probe_size"]
     page = write_report(tmp_path).read_text()
-    assert f"probe tasks (24, {second['probe_size']} in rounds 1-2" in page
+    assert f"probe tasks ({first['probe_size']}, {second['probe_size']} in rounds 1-2" in page
     fixed = replace(level_one, gate=replace(CONFIG.gate, probe_growth=1))
     again = improve(fixed, env, tmp_path / "fixed", lambda a, d: learning_model(), log=quiet)
     assert [r["probe_size"] for r in again["rounds"]] == [24, 24]

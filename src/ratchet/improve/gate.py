@@ -14,7 +14,8 @@ within ``flip_budget``; among the accepted candidates of a round the largest gai
 round's probe grows until a candidate worth keeping would show its gain (:func:`probe_size`):
 where the incumbent passed so much of its earlier probes that little is left to gain on, and
 where a level has just opened and a candidate solves only some of its tasks. The size comes
-from earlier rounds, so the bound holds.
+from what was measured before the probe was drawn (earlier probes, or in round 1 the base's
+practice samples), so the bound holds.
 :mod:`ratchet.improve.gate_simulation` measures the gate on simulated runs.
 
 Per env. When the probe holds tasks of several envs (a suite), the flip budget holds within
@@ -234,7 +235,8 @@ def probe_size(
         config: The gate's settings (``probe_growth``, ``smallest_gain``).
         threshold: The p-value the round's best candidate must reach (Holm's first).
         incumbent_pass: The incumbent's expected pass rate on this probe, from its earlier
-            probes, a level it was never probed on counting as 0 (``None``: it has none).
+            probes, a level it was never probed on counting as 0, or from its practice
+            samples when it was never probed (``None``: nothing to go by).
     """
     most = max(probe_tasks, math.floor(probe_tasks * config.probe_growth))
     if incumbent_pass is None or threshold <= 0 or most == probe_tasks:

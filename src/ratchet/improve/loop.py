@@ -143,7 +143,8 @@ def _round(
         total = sum(weights.values())
         split = ", ".join(f"{lever} {shares[lever] / total:.2f}" for lever in lever_of.values())
         log(f"  alpha {alpha:.4f} split by the levers' records: {split}")
-    drawn = _draw_probe(practice, number, open_to, chosen, alpha, weights, log)
+    roots = explored.record["roots"]
+    drawn = _draw_probe(practice, number, open_to, chosen, roots, alpha, weights, log)
     probe = drawn.tasks
     baseline = practice.probe(incumbent, probe)
     probed = {c.version: practice.probe(c, probe) for c in candidates}
@@ -180,6 +181,7 @@ def _draw_probe(
     number: int,
     open_to: int,
     chosen: dict[str, Any],
+    roots: Sequence[int],
     alpha: float,
     weights: dict[str, float],
     log: Log,
@@ -187,19 +189,26 @@ def _draw_probe(
     """Draw round ``number``'s probe, sized for its best-weighted candidate, and say why.
 
     ``weights`` are the candidates' weights in Holm's split of ``alpha``; the probe is sized
-    for the threshold of the heaviest (the lever whose record the split favours).
+    for the threshold of the heaviest (the lever whose record the split favours). ``roots``
+    (passed, played) are the incumbent's unsteered samples of this round's practice, which
+    stand for its earlier probes when it has none (round 1).
     """
     config, env = practice.config, practice.env
     first = max(weights.values(), default=1.0) / (sum(weights.values()) or 1.0)
     top = min(practice.probe_top(open_to), env.max_difficulty)
-    passes = _probe_pass(chosen.get("probe", {}), top) if weights else None
+    mastery = chosen.get("probe", {})
+    passes = _probe_pass(mastery, top, roots) if weights else None
     size = probe_size(config.probe_tasks, config.gate, alpha * first, passes)
     if size > config.probe_tasks and passes is not None:
+        source = (
+            "its earlier probes, 0 at a level just opened"
+            if mastery
+            else f"its practice samples, {roots[0]} of {roots[1]} passed"
+        )
         log(
             f"  probe: {size} tasks, not {config.probe_tasks}: the incumbent is expected to "
-            f"pass {passes:.0%} of it (its earlier probes, 0 at a level just opened), and a "
-            f"candidate that solves {config.gate.smallest_gain:g} of the rest needs this many "
-            "to show"
+            f"pass {passes:.0%} of it ({source}), and a candidate that solves "
+            f"{config.gate.smallest_gain:g} of the rest needs this many to show"
         )
     drawn = practice.probe_tasks(number, open_to, size)
     if drawn.reused:
@@ -210,16 +219,21 @@ def _draw_probe(
     return drawn
 
 
-def _probe_pass(mastery: dict[str, float], top: int) -> float | None:
+def _probe_pass(mastery: dict[str, float], top: int, roots: Sequence[int]) -> float | None:
     """The incumbent's expected pass rate on a probe of levels ``1..top`` (drawn evenly).
 
     ``mastery`` is its pass rate per level on its earlier probes, as the curriculum noted it
     when the round began (so a resumed round reads the same); a level it was never probed on
-    (just opened) counts as 0. ``None``: it was never probed.
+    (just opened) counts as 0. An incumbent never probed (the base, in round 1) is expected to
+    pass as its unsteered practice samples of the round did (``roots``: passed, played), which
+    were played before the probe was drawn: on files (dev seed 0) round 1's rft candidate
+    solved 5 of the 24 probe tasks the base failed, broke nothing, and got p = 0.031 against
+    0.0083. ``None``: nothing to go by.
     """
-    if not mastery:
-        return None
-    return sum(mastery.get(str(level), 0.0) for level in range(1, top + 1)) / top
+    if mastery:
+        return sum(mastery.get(str(level), 0.0) for level in range(1, top + 1)) / top
+    passed, played = roots
+    return passed / played if played else None
 
 
 def _stopwatch() -> Callable[[], float]:
