@@ -31,6 +31,7 @@ from ratchet.improve.explore.strategies import (
     call_key,
     callable_tools,
     drawn_tool,
+    finish_answers,
     reply_tools,
     takes_arguments,
     tried_tools,
@@ -150,12 +151,10 @@ class _Branching:
 
     def _distinct(self, completion: Completion, tried: set[str]) -> bool:
         """Whether ``completion`` is a new action here: for a closing branch, a new answer."""
-        if not self.branch.strategy.closes:
-            return _key(completion) not in tried
         action = parse_action(completion)
-        if not isinstance(action, ToolCall) or action.name != FINISH:
-            return _key(completion) not in tried
-        return not {str(v) for v in action.arguments.values()} & set(self.branch.answers)
+        if self.branch.strategy.closes and isinstance(action, ToolCall) and action.name == FINISH:
+            return not set(finish_answers(action)) & set(self.branch.answers)
+        return _key(completion) not in tried
 
     def _sample(
         self,

@@ -117,6 +117,17 @@ def call_key(call: ToolCall) -> str:
     return json.dumps([call.name, call.arguments], sort_keys=True)
 
 
+def finish_answers(call: ToolCall) -> list[str]:
+    """The values a ``finish`` call answers with, as text; none for another call.
+
+    ``finish`` is one action for branching (:func:`call_key`), but a closing branch tells its
+    answers apart (:func:`~.tree.choose`).
+    """
+    if call.name != FINISH:
+        return []
+    return [str(value) for value in call.arguments.values()]
+
+
 @dataclass
 class Track:
     """What an exploring episode did since it branched, which later constraints depend on.

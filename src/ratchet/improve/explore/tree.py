@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from ratchet.core.env import FINISH
 from ratchet.core.trajectory import Step, Trajectory
 from ratchet.engine.models.base import Completion
-from ratchet.improve.explore.strategies import FINISH_KEY, acting, action_key
+from ratchet.improve.explore.strategies import FINISH_KEY, acting, action_key, finish_answers
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ def nodes(episodes: Sequence[Trajectory], max_turns: int) -> list[Node]:
             action = action_key(step)
             if action not in tally.tried:
                 tally.tried.append(action)
-            for answer in _answers(step):
+            for answer in finish_answers(step.call) if step.call is not None else []:
                 if answer not in tally.answers:
                     tally.answers.append(answer)
             tally.visits += 1
@@ -207,13 +207,6 @@ def _state(episode: Trajectory, turn: int) -> object:
     if last is not None:
         return last
     return tuple(step.observation.text for step in episode.steps[:turn])
-
-
-def _answers(step: Step) -> list[str]:
-    """The argument values of ``step``'s ``finish`` call, as text (none for another step)."""
-    if step.call is None or step.call.name != FINISH:
-        return []
-    return [str(value) for value in step.call.arguments.values()]
 
 
 def _replayable(episode: Trajectory) -> bool:
