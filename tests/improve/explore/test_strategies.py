@@ -72,7 +72,7 @@ def test_the_built_in_strategies_are_named_once_and_unknown_names_refused():
         raise AssertionError("an unknown strategy was accepted")
 
 
-def test_every_second_drawn_tool_is_one_the_task_names_by_its_verb():
+def test_every_second_drawn_tool_is_one_the_task_names():
     tools = dict.fromkeys(["delete_file", "list_files", "move_file", "read_file"], "A tool.")
     task = "In the workspace: Move a.log into logs/; delete b.tmp."
     assert {drawn_tool(tools, task, draw) for draw in range(0, 8, 2)} == {
@@ -82,3 +82,15 @@ def test_every_second_drawn_tool_is_one_the_task_names_by_its_verb():
     assert [drawn_tool(tools, task, draw) for draw in range(1, 9, 2)] == list(tools)
     described = {"look": "Describe the room.", "take": "Pick up an item."}
     assert {drawn_tool(described, "Find the wood and pick it up.", d) for d in (0, 2)} == {"take"}
+
+
+def test_a_tool_is_named_by_any_word_of_its_name_not_only_its_first():
+    tools = dict.fromkeys(["list_files", "read_file", "read_value", "search"], "Return text.")
+    lookup = "What is the value of 'port' in config/auth.json? Call finish with just the value."
+    assert {drawn_tool(tools, lookup, draw) for draw in range(0, 8, 2)} == {"read_value"}
+    shop = dict.fromkeys(["get_order", "refund_order", "list_products", "a_helper"], "Do it.")
+    refund = "Refund order O-1042 for a customer, then finish."
+    assert {drawn_tool(shop, refund, draw) for draw in range(0, 8, 2)} == {
+        "get_order",
+        "refund_order",
+    }
