@@ -1,5 +1,7 @@
+import itertools
 import json
 
+import jsonschema
 from search_fakes import TASKS, eager, roots
 
 from ratchet.core.agent import Agent
@@ -219,3 +221,29 @@ def test_a_closing_branch_gives_an_answer_not_given_at_its_node_yet():
     assert close_once(parents, Weights()) is None  # four answers given there: spent
     right = close_once(parents, Weights(max_answers=5))
     assert right.passed and right.calls[-1].arguments["answer"] not in given
+
+
+def test_a_copying_branch_takes_its_tried_tool_with_other_arguments_without_resampling():
+    task = TASKS[1]
+    (parent,) = roots(eager(), [task])
+    first = parent.calls[0]
+
+    def sure_of_its_call(prompt, rng):  # the parent's call if it may, else the nearest one
+        (offered,) = [t for t in offered_tools(prompt) if t["function"]["name"] == first.name]
+        parameters = offered["function"]["parameters"]
+        for option in parameters.get("anyOf", [parameters]):
+            validator = jsonschema.Draft202012Validator(option)
+            choices = [
+                sorted(s.get("enum", []), key=lambda v, n=n: v != first.arguments[n])
+                for n, s in option["properties"].items()
+            ]
+            for values in itertools.product(*choices):
+                arguments = dict(zip(option["properties"], values, strict=True))
+                if validator.is_valid(arguments):
+                    return json.dumps({"name": first.name, "arguments": arguments})
+        raise AssertionError("no call of the tried tool was offered")
+
+    branch = branch_from(parent, 0, strategy=strategy_named("copy"), tries=2, draw=5)
+    (child,) = roots(FakeModel(reply=sure_of_its_call), [task], steer=lambda t, s: branch)
+    assert child.calls[0].name == first.name and child.calls[0] != first
+    assert child.exploration.distinct and child.exploration.discarded_tokens == 0

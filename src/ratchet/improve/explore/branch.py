@@ -5,10 +5,11 @@ episode. Its world is restored by replaying the parent's replies on a fresh sess
 deterministic, which ``ratchet check`` tests); the replayed turns cost no model call, and their
 observations are compared with the parent's, so an env that is not deterministic shows itself.
 At the branching turn the agent's own policy proposes an action that differs from every action
-already taken there (:func:`~.strategies.action_key`): it is sampled again, a little hotter, up
-to ``tries`` times, and then made to call a tool not tried there. From then on the episode plays
-on under its strategy (:mod:`.strategies`). A root is a branch with nothing to replay and
-nothing tried.
+already taken there (:func:`~.strategies.action_key`): where the strategy copies arguments the
+decoder offers untried calls only (:mod:`.untried`); a repeat is sampled again, a little
+hotter, up to ``tries`` times, and then made to call a tool not tried there. From then on the
+episode plays on under its strategy (:mod:`.strategies`). A root is a branch with nothing to
+replay and nothing tried.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from ratchet.improve.explore.strategies import (
     finish_answers,
     reply_tools,
     takes_arguments,
+    tried_calls,
     tried_tools,
 )
 
@@ -168,6 +170,7 @@ class _Branching:
         temperature = branch.temperature
         if temperature is not None:
             temperature += branch.heat * attempt
+        branching = turn == len(branch.replies)
         prompt = replace(
             prompt,
             reply_tools=reply_tools(
@@ -177,7 +180,8 @@ class _Branching:
                 avoid,
                 tool,
                 branch.shared,
-                branch.answers if branch.strategy.closes and turn == len(branch.replies) else (),
+                branch.answers if branch.strategy.closes and branching else (),
+                tried_calls(branch.tried) if branching else None,
             ),
             temperature=temperature,
             # The first attempt samples with the episode's own seed; a resample with another.

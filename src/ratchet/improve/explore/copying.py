@@ -117,7 +117,7 @@ class _Values:
         """Whether ``value`` is one of the spans as it stands, or a number one of them reads as."""
         if isinstance(value, str):
             return value in self.strings
-        return any(_same(value, n) for n in self.numbers)
+        return any(same_value(value, n) for n in self.numbers)
 
 
 def copy_only(tools: Sequence[dict[str, Any]], spans: Sequence[str]) -> tuple[dict[str, Any], ...]:
@@ -252,7 +252,7 @@ def _chain_options(
     for name, child in properties.items():
         if not isinstance(child, dict):
             continue
-        closed = _closed(child)
+        closed = closed_values(child)
         mentioned = [v for v in closed if latest.mention(v)] if closed is not None else []
         if mentioned:
             takers.append((name, mentioned, [v for v in mentioned if once.exactly(v)]))
@@ -260,7 +260,7 @@ def _chain_options(
         takers = [(name, mentioned, []) for name, mentioned, _ in takers]
     options = []
     for name, mentioned, single in takers:
-        shared = [v for v in mentioned if not any(_same(v, s) for s in single)]
+        shared = [v for v in mentioned if not any(same_value(v, s) for s in single)]
         if shared:
             options.append(_taking(parameters, name, shared))
         for value in single:
@@ -289,10 +289,10 @@ def _keep_out(option: dict[str, Any], name: str, value: object) -> bool:
     for other, child in list(properties.items()):
         if other == name or not isinstance(child, dict):
             continue
-        closed = _closed(child)
+        closed = closed_values(child)
         if closed is None:
             continue
-        kept = [v for v in closed if not _same(v, value)]
+        kept = [v for v in closed if not same_value(v, value)]
         if kept and "const" not in child:
             child["enum"] = kept
         elif not kept and other in option.get("required", []):
@@ -302,7 +302,7 @@ def _keep_out(option: dict[str, Any], name: str, value: object) -> bool:
     return True
 
 
-def _closed(schema: dict[str, Any]) -> list[Any] | None:
+def closed_values(schema: dict[str, Any]) -> list[Any] | None:
     """The values a property may take if it is a closed set (its ``enum``, or its ``const``)."""
     if "const" in schema:
         return [schema["const"]]
@@ -310,7 +310,7 @@ def _closed(schema: dict[str, Any]) -> list[Any] | None:
     return closed if isinstance(closed, list) else None
 
 
-def _same(a: object, b: object) -> bool:
+def same_value(a: object, b: object) -> bool:
     """Whether two argument values are one value (numbers by value; a boolean is no number)."""
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b

@@ -45,6 +45,7 @@ from ratchet.improve.explore.copying import (
     result_spans,
     uses_left,
 )
+from ratchet.improve.explore.untried import untried_calls
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,7 @@ def reply_tools(
     tool: str | None = None,
     shared: str = "",
     answered: Sequence[str] = (),
+    tried: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> tuple[dict[str, Any], ...] | None:
     """The tools ``prompt``'s reply may call under ``strategy``; ``None`` when unconstrained.
 
@@ -178,6 +180,8 @@ def reply_tools(
             copied from (grid's recipe book names every material and product).
         answered: Values already given as ``finish`` answers here, which no copied argument
             takes again.
+        tried: Calls already made here, each tool's arguments by its name: with copied
+            arguments the reply repeats none of them (see :mod:`.untried`).
     """
     names = [tool] if tool is not None else [n for n in _names(prompt) if n not in avoid]
     if not names:
@@ -190,7 +194,19 @@ def reply_tools(
     tools = tuple(t for t in prompt.tools if tool_name(t) in set(names))
     if not strategy.copy_arguments:
         return tools if narrowed else None
-    messages = _own(prompt.messages, shared)
+    copied = _copied_tools(strategy, tools, _own(prompt.messages, shared), track, answered)
+    # Where every copied call was tried, the reply is offered them all and resampled.
+    return (untried_calls(copied, tried) or copied) if tried else copied
+
+
+def _copied_tools(
+    strategy: Strategy,
+    tools: tuple[dict[str, Any], ...],
+    messages: list[dict[str, Any]],
+    track: Track,
+    answered: Sequence[str],
+) -> tuple[dict[str, Any], ...]:
+    """``tools`` with their arguments copied from ``messages`` (chained, for ``chain``)."""
     if not strategy.chain:
         return copy_only(tools, conversation_spans(messages))
     left = {span: n for span, n in uses_left(messages, track.spent or []).items()
@@ -311,6 +327,19 @@ def _naming_words(name: str, description: str) -> set[str]:
     if first is not None and first.group().lower() not in _ARTICLES:
         words.add(first.group().lower())
     return words
+
+
+def tried_calls(tried: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+    """The calls among canonical actions ``tried``: each tool's arguments, by its name.
+
+    ``finish`` (one action whatever its answer) and unparsed replies are left out.
+    """
+    calls: dict[str, list[dict[str, Any]]] = {}
+    for key in tried:
+        decoded = json.loads(key)
+        if len(decoded) == 2 and decoded[0] and isinstance(decoded[1], dict):
+            calls.setdefault(str(decoded[0]), []).append(decoded[1])
+    return calls
 
 
 def tried_tools(tried: Sequence[str]) -> set[str]:
