@@ -247,3 +247,17 @@ def test_a_copying_branch_takes_its_tried_tool_with_other_arguments_without_resa
     (child,) = roots(FakeModel(reply=sure_of_its_call), [task], steer=lambda t, s: branch)
     assert child.calls[0].name == first.name and child.calls[0] != first
     assert child.exploration.distinct and child.exploration.discarded_tokens == 0
+
+
+def test_the_tree_does_not_go_past_a_step_beyond_reach_before_trying_the_nodes_before_it():
+    task = TASKS[0]
+    first = env.oracle(task)[0]
+    result = replay(env, task, [first]).steps[0].observation.text
+    stopped = replay(env, task, [first, ToolCall("finish", {"answer": result})])
+    wrong = ToolCall("add", {"a": 1, "b": 1})
+    went_on = replay(env, task, [first, wrong, ToolCall("finish", {"answer": "2"})])
+    found = nodes([stopped, went_on], max_turns=6)
+    assert [(n.turn, n.reached) for n in found] == [(0, 1), (1, 1), (2, 1)]
+    # Past the wrong second step lies a node where only finish was tried, beyond the agent's
+    # reach of one call: no premature finish there, and the nodes before it are as novel.
+    assert choose(found, reach=1, weights=Weights()).turn == 0

@@ -9,13 +9,16 @@ Which node to branch from next (:func:`choose`) weighs, for each node on a clean
 failed call, no unparsed reply, no repeated action, no ``finish``) with room left for an action
 and a ``finish``:
 
-- novelty, as Go-Explore counts it: a state few episodes reached by any prefix
-  (``1 / sqrt(visits)``; states told apart by the env's fingerprint where it gives one,
-  ``Session.fingerprint()``, else by what the agent was shown);
+- novelty, as Go-Explore counts it: a state reached by few prefixes (``1 / sqrt(prefixes)``;
+  states told apart by the env's fingerprint where it gives one, ``Session.fingerprint()``,
+  else by what the agent was shown). Prefixes, not episodes: every episode below a node passes
+  through it, and counting them made the search leave a node for the nodes past its next
+  step, however wrong that step was;
 - breadth: a node where few actions were tried (``1 / (1 + tried)``);
 - a near miss: the best score an episode through the node earned (partial credit);
-- a premature finish: a node where the only action tried was ``finish`` counts double, since an
-  agent that mastered the level below finishes where the plan needs one more step;
+- a premature finish: a node within the agent's reach where the only action tried was
+  ``finish`` counts double, since an agent that mastered the level below finishes where the
+  plan needs one more step (past its reach, a finish shows no mastery of the prefix);
 - reach: plans the agent has verified so far. A node deeper (in acting calls) than the longest
   verified success of the agent is halved per call beyond it, so search looks one step past
   what the agent can do before it looks further. The length comes from the agent's own verified
@@ -52,8 +55,8 @@ class Node:
         visits: Episodes that passed through it.
         acting: Acting calls in its prefix (calls to tools that take arguments).
         best: The best score of an episode through it.
-        reached: Episodes that reached its state by any prefix: by the env's state fingerprint
-            where it gives one (``Session.fingerprint()``), else by what the agent was shown.
+        reached: Prefixes that reach its state: by the env's state fingerprint where it gives
+            one (``Session.fingerprint()``), else by what the agent was shown.
         answers: The values of the ``finish`` arguments given at it, in the order first given.
     """
 
@@ -80,7 +83,7 @@ class Weights:
     """How :func:`choose` weighs a node (see the module).
 
     Attributes:
-        finish_bonus: Factor for a node where only ``finish`` was tried.
+        finish_bonus: Factor for a node within reach where only ``finish`` was tried.
         depth_decay: Factor per acting call beyond the agent's reach.
         max_tried: Actions tried at a node after which it is not branched again.
         max_answers: ``finish`` answers given at a node after which it is not closed again.
@@ -148,7 +151,7 @@ def nodes(episodes: Sequence[Trajectory], max_turns: int) -> list[Node]:
             acted += acting(episode.tools, step.call.name) if step.call is not None else 0
     reached: dict[object, int] = {}
     for tally in found.values():
-        reached[tally.state] = reached.get(tally.state, 0) + tally.visits
+        reached[tally.state] = reached.get(tally.state, 0) + 1
     return [tally.node(reached[tally.state]) for tally in found.values()]
 
 
@@ -179,7 +182,8 @@ def choose(
 
     def score(node: Node) -> float:
         depth = weights.depth_decay ** max(0, node.acting - reach)
-        premature = weights.finish_bonus if node.tried == (FINISH_KEY,) else 1.0
+        mastered = node.acting <= reach
+        premature = weights.finish_bonus if mastered and node.tried == (FINISH_KEY,) else 1.0
         novelty = 1 / math.sqrt(node.reached)
         return depth * premature * (1 + node.best) * novelty / (1 + len(node.tried))
 
