@@ -261,3 +261,16 @@ def test_the_tree_does_not_go_past_a_step_beyond_reach_before_trying_the_nodes_b
     # Past the wrong second step lies a node where only finish was tried, beyond the agent's
     # reach of one call: no premature finish there, and the nodes before it are as novel.
     assert choose(found, reach=1, weights=Weights()).turn == 0
+
+
+def test_a_closing_branch_goes_first_where_the_agent_stalled_by_repeating_its_call():
+    files = make_env("files")
+    lookups = files.tasks("train", 30, seed=5, difficulty=1)
+    task = next(t for t in lookups if t.family == "lookup")
+    (read,) = [c for c in files.oracle(task) if c.name != "finish"]
+    stalled = replay(files, task, [read, read, read])  # read the value, then read it again
+    folders = [ToolCall("list_files", {"path": p}) for p in (".", "config", "logs")]
+    wandered = replay(files, task, folders)  # went on, deeper, without repeating itself
+    found = nodes([stalled, wandered], max_turns=6)
+    node = choose(found, reach=1, weights=Weights(), closing=True)
+    assert node is not None and node.source is stalled and node.turn == 1 and node.stalled

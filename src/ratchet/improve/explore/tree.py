@@ -26,10 +26,13 @@ and a ``finish``:
 
 Ties go to the shallower node, then to the earlier episode. A branch that will ``finish`` at its
 node (the ``close`` strategy) takes a node within one call of the agent's reach where fewest
-answers were given, the deepest first: one where an episode went on instead of finishing, or
-finished with an answer that failed. A node's ``finish`` is one action for branching (a second
-answer is not another plan), but its answers are told apart for closing, so a node where the
-agent read what was asked and then gave the wrong part of it gets other parts of it tried.
+answers were given, first one where an episode *stalled* (made the call that led there again
+at once: an agent with nothing left to do repeats itself; on files the agent read the value
+asked for and read it again three times), then the deepest: one where an episode went on
+instead of finishing, or finished with an answer that failed. A node's ``finish`` is one
+action for branching (a second answer is not another plan), but its answers are told apart for
+closing, so a node where the agent read what was asked and then gave the wrong part of it gets
+other parts of it tried.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ class Node:
         reached: Prefixes that reach its state: by the env's state fingerprint where it gives
             one (``Session.fingerprint()``), else by what the agent was shown.
         answers: The values of the ``finish`` arguments given at it, in the order first given.
+        stalled: An episode's next action at it repeated the action that led to it.
     """
 
     source: Trajectory
@@ -68,6 +72,7 @@ class Node:
     best: float
     reached: int = 1
     answers: tuple[str, ...] = ()
+    stalled: bool = False
 
     def replies(self) -> tuple[Completion, ...]:
         """The source's replies up to the node, to replay (no tokens: nothing is generated)."""
@@ -107,6 +112,7 @@ class _Tally:
     answers: list[str] = field(default_factory=list)
     visits: int = 0
     best: float = 0.0
+    stalled: bool = False
 
     def node(self, reached: int) -> Node:
         return Node(
@@ -118,6 +124,7 @@ class _Tally:
             self.best,
             reached,
             tuple(self.answers),
+            self.stalled,
         )
 
 
@@ -145,6 +152,7 @@ def nodes(episodes: Sequence[Trajectory], max_turns: int) -> list[Node]:
                     tally.answers.append(answer)
             tally.visits += 1
             tally.best = max(tally.best, episode.score)
+            tally.stalled |= bool(prefix) and action == prefix[-1]
             if not _clean(step, prefix, action):
                 break
             prefix.append(action)
@@ -166,14 +174,16 @@ def choose(
         weights: How nodes are weighed.
         closing: The branch will ``finish`` at the node (the ``close`` strategy): only a node
             after at least one acting call, with fewer than ``max_answers`` answers given there,
-            will do; within reach, fewest answers first, then the deepest (where the agent went
-            on instead of stopping, or stopped with the wrong part of what it read).
+            will do; within reach, fewest answers first, then a stalled one, then the deepest
+            (where the agent went on instead of stopping, or stopped with the wrong part of what
+            it read).
     """
     if closing:
         closable = [n for n in candidates if n.acting and len(n.answers) < weights.max_answers]
         within = [n for n in closable if n.acting <= reach + 1] or closable
         ranked = sorted(
-            enumerate(within), key=lambda item: (len(item[1].answers), -item[1].turn, item[0])
+            enumerate(within),
+            key=lambda item: (len(item[1].answers), not item[1].stalled, -item[1].turn, item[0]),
         )
         return ranked[0][1] if ranked else None
     open_nodes = [n for n in candidates if len(n.tried) < weights.max_tried]
