@@ -20,11 +20,12 @@ from ratchet.improve.gate import (
     probe_size,
     retests,
     round_alpha,
+    round_spent,
     spent_alpha,
     unreachable,
     winner,
 )
-from ratchet.improve.gate_simulation import simulate
+from ratchet.improve.gate_simulation import simulate, simulate_rounds
 
 TASKS = env.tasks("probe", 30)
 TEMPLATE = replay(env, TASKS[0], [])
@@ -315,10 +316,33 @@ def test_rounds_added_on_resume_share_only_the_alpha_left():
 
 
 def test_a_round_spent_its_recorded_alpha_or_its_largest_threshold():
-    assert spent_alpha({"alpha": 0.02, "candidates": []}) == 0.02
-    old = {"candidates": [{"threshold": 0.0125}, {"threshold": 0.025}, {"reason": "none"}]}
+    kept = {"p_value": 0.3, "threshold": 0.025}
+    assert spent_alpha({"alpha": 0.02, "candidates": [kept]}) == 0.02
+    old = {"candidates": [{"p_value": 0.001, "threshold": 0.0125}, kept, {"reason": "none"}]}
     assert spent_alpha(old) == 0.025  # Holm's thresholds end at the round's alpha
-    assert spent_alpha({"candidates": [{"reason": "nothing to propose"}]}) == 0.0
+    assert spent_alpha({"alpha": 0.02, "candidates": [{"reason": "nothing to propose"}]}) == 0.0
+
+
+def test_a_round_whose_every_candidate_was_significant_passes_its_alpha_on():
+    config = GateConfig(alpha=0.05)
+    share = round_alpha(config, rounds=3)
+    both = [{"p_value": 0.0001, "threshold": share / 2}, {"p_value": 0.01, "threshold": share}]
+    assert spent_alpha({"alpha": share, "candidates": both}) == 0.0
+    assert round_alpha(config, rounds=3, spent=0.0, done=1) == pytest.approx(0.025)
+    # Holm kept the second (its p-value above its threshold): the round spent its share.
+    one = [both[0], {"p_value": 0.02, "threshold": share}]
+    assert spent_alpha({"alpha": share, "candidates": one}) == pytest.approx(share)
+    assert round_spent(share, [(0.001, share / 2), (0.0, share)]) == 0.0
+    assert round_spent(share, [(0.001, share / 2), (share * 1.01, share)]) == share
+
+
+def test_passing_alpha_on_keeps_a_run_within_its_false_accept_bound():
+    # Round 1's candidates are both much better, so it passes its share on; rounds 2 and 3
+    # test candidates no better than the incumbent at the larger alpha.
+    gains = [[0.5, 0.5], [0.0, 0.0], [0.0, 0.0]]
+    simulated = simulate_rounds(GateConfig(), probe_tasks=40, gains=gains, base=(0.1, 0.5))
+    assert simulated.accepts_by_round[0] == 1.0
+    assert simulated.false_accepts <= 0.05 + 0.03  # alpha, and the simulation's own noise
 
 
 def outcomes(tasks, passes):

@@ -26,7 +26,7 @@ from ratchet.engine.store import Store
 from ratchet.envs.calc import env
 from ratchet.envs.registry import load_env_reference
 from ratchet.improve.config import ImproveConfig
-from ratchet.improve.gate import probe_size
+from ratchet.improve.gate import probe_size, spent_alpha
 from ratchet.improve.hindsight import episode_key, sources
 from ratchet.improve.levers import NoCandidate
 from ratchet.improve.loop import improve
@@ -277,7 +277,12 @@ def test_an_existing_run_needs_resume_and_matching_settings(tmp_path):
 
 def test_a_run_resumed_with_more_rounds_than_it_planned_keeps_the_alpha_bound(tmp_path):
     planned = improve(CONFIG, env, tmp_path, lambda a, d: learning_model(), log=quiet)
-    assert [r["alpha"] for r in planned["rounds"]] == pytest.approx([0.025, 0.025])
+    first, second = planned["rounds"]
+    assert first["alpha"] == pytest.approx(0.025)
+    # Round 1's candidates were all significant: round 2 had its share too, and spent it all.
+    assert all(c["p_value"] <= c["threshold"] for c in first["candidates"] if "p_value" in c)
+    assert second["alpha"] == pytest.approx(0.05)
+    assert spent_alpha(first) + spent_alpha(second) == pytest.approx(0.05)
     more = replace(CONFIG, rounds=3)
     with pytest.raises(ValueError, match=r"spent all of alpha 0\.05"):
         improve(more, env, tmp_path, lambda a, d: learning_model(), resume=True, log=quiet)

@@ -6,16 +6,18 @@ success rate; its one-sided p-value comes from a paired sign-flip permutation te
 (:mod:`ratchet.core.stats`), which assumes nothing about the shape of the differences.
 
 Error control. ``alpha`` bounds the chance that a run accepts *any* candidate that is no better
-than its incumbent. Each of the run's rounds draws a fresh probe sample from the probe split
-(so no probe set is reused after the loop has adapted to it) and spends ``alpha / rounds``;
-within a round, the candidates of all levers are tested against the one probe with Holm's
-step-down procedure. A candidate must also gain on the probe and keep its pass-to-fail flips
+than its incumbent. Each of the run's rounds draws a fresh probe sample from the probe split (so
+no probe set is reused after the loop has adapted to it) and may spend an even share of what
+earlier rounds left of ``alpha`` (``alpha / rounds`` while none is left over); within a round,
+the candidates of all levers are tested against the one probe with Holm's step-down procedure. A
+round whose every tested candidate was significant spends nothing and passes its share on
+(:func:`round_spent`). A candidate must also gain on the probe and keep its pass-to-fail flips
 within ``flip_budget``; among the accepted candidates of a round the largest gain wins. A
 round's probe grows until a candidate worth keeping would show its gain (:func:`probe_size`):
 where the incumbent passed so much of its earlier probes that little is left to gain on, and
-where a level has just opened and a candidate solves only some of its tasks. The size comes
-from what was measured before the probe was drawn (earlier probes, or in round 1 the base's
-practice samples), so the bound holds.
+where a level has just opened and a candidate solves only some of its tasks. The size comes from
+what was measured before the probe was drawn (earlier probes, or in round 1 the base's practice
+samples), so the bound holds.
 :mod:`ratchet.improve.gate_simulation` measures the gate on simulated runs.
 
 Per env. When the probe holds tasks of several envs (a suite), the flip budget holds within
@@ -37,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,22 +160,40 @@ def round_alpha(config: GateConfig, rounds: int, spent: float = 0.0, done: int =
 
     What the ``done`` rounds so far left of ``alpha`` (they spent ``spent``) is split evenly
     over the rounds still to run. A run that keeps the rounds it planned gives each round
-    ``alpha / rounds``; a run resumed with more rounds splits only what is left, so the false
+    ``alpha / rounds`` and more once a round passed its share on (:func:`round_spent`); a run
+    resumed with more rounds splits only what is left, so the false
     accepts of the whole run stay bounded by ``alpha``.
     """
     return max(0.0, config.alpha - spent) / max(1, rounds - done)
 
 
 def spent_alpha(record: Mapping[str, Any]) -> float:
-    """The share of ``alpha`` a completed round spent, from its record.
+    """The share of ``alpha`` a completed round spent, from its record (:func:`round_spent`).
 
-    Rounds record it as ``alpha``; older records did not, and their largest Holm threshold
-    among the tested candidates is the round's alpha (none if it tested nothing).
+    Rounds record their alpha as ``alpha``; older records did not, and their largest Holm
+    threshold among the tested candidates is the round's alpha.
     """
-    if "alpha" in record:
-        return float(record["alpha"])
-    thresholds = [c["threshold"] for c in record.get("candidates", ()) if "threshold" in c]
-    return max(thresholds, default=0.0)
+    tested = [
+        (float(c["p_value"]), float(c["threshold"]))
+        for c in record.get("candidates", ())
+        if "threshold" in c and "p_value" in c
+    ]
+    alpha = record.get("alpha", max((threshold for _, threshold in tested), default=0.0))
+    return round_spent(float(alpha), tested)
+
+
+def round_spent(alpha: float, tested: Iterable[tuple[float, float]]) -> float:
+    """What a round held to ``alpha`` spent, given its tested candidates' p-values and thresholds.
+
+    A false accept needs a candidate no better than the incumbent to be significant. In a round
+    whose every tested candidate was significant (or that tested none), either one of them was
+    such a false accept already, or none was no better and the round could not make one: it
+    spends nothing, and its alpha passes on to the rounds left. Along any run the rounds that
+    spend add up to at most ``alpha``, and each round's probe is fresh, so a run's chance of any
+    false accept stays at most ``alpha`` (the sequential form of the graphical procedure's
+    fallback, Bretz et al. 2009: a rejected hypothesis passes its alpha on).
+    """
+    return 0.0 if all(p_value <= threshold for p_value, threshold in tested) else alpha
 
 
 def unreachable(

@@ -9,11 +9,19 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from ratchet.core.task import Task
 from ratchet.core.trajectory import Trajectory
 from ratchet.core.verdict import Verdict
-from ratchet.improve.gate import GateConfig, decide_round, retests, round_alpha
+from ratchet.improve.gate import (
+    GateConfig,
+    GateDecision,
+    decide_round,
+    retests,
+    round_alpha,
+    round_spent,
+)
 
 
 def simulate(
@@ -46,10 +54,11 @@ def simulate(
     fresh random numbers (shared the same way).
     """
     rng = random.Random(seed)
-    alpha = round_alpha(config, rounds)
     accepted_runs = 0
     for _ in range(trials):
-        for _ in range(rounds):
+        spent = 0.0
+        for done in range(rounds):
+            alpha = round_alpha(config, rounds, spent, done)
             new = round(opened * probe_tasks)
             top = base[1] if new else min(base[1], 1 - gain)
             rates = [rng.uniform(base[0], top) for _ in range(probe_tasks - new)] + [0.0] * new
@@ -58,16 +67,83 @@ def simulate(
                 f"c{i}": [r + (g if i == 0 else 0) for r, g in zip(rates, gains, strict=True)]
                 for i in range(levers)
             }
-            incumbent, candidates = _play(rates, agents, probe_k, rng, coupled)
-            decisions = decide_round(incumbent, candidates, config, alpha)
-            if again := retests(decisions, config):
-                replayed, retested = _play(rates, agents, config.retest_k, rng, coupled)
-                replays = {v: (replayed, retested[v]) for v in again}
-                decisions = decide_round(incumbent, candidates, config, alpha, replays)
+            decisions = _decided(config, rates, agents, probe_k, alpha, rng, coupled)
+            spent += round_spent(alpha, [(d.p_value, d.threshold) for d in decisions])
             if any(d.accepted for d in decisions):
                 accepted_runs += 1
                 break
     return accepted_runs / trials
+
+
+@dataclass(frozen=True)
+class RunSimulation:
+    """What simulated runs of a sequence of rounds accepted.
+
+    Attributes:
+        false_accepts: Share of runs that accepted a candidate no better than its incumbent.
+        accepts_by_round: Per round, the share of runs that accepted a better candidate there.
+    """
+
+    false_accepts: float
+    accepts_by_round: tuple[float, ...]
+
+
+def simulate_rounds(
+    config: GateConfig,
+    *,
+    probe_tasks: int,
+    gains: Sequence[Sequence[float]],
+    base: tuple[float, float] = (0.1, 0.9),
+    trials: int = 200,
+    seed: int = 0,
+    coupled: bool = False,
+    passes_on: bool = True,
+) -> RunSimulation:
+    """Simulate whole runs whose rounds hold candidates of given gains, one probe episode a task.
+
+    ``gains`` holds each round's candidates' gains over the incumbent (one per lever; 0 is no
+    better). Each round draws a fresh probe as :func:`simulate` does and the run goes on after
+    an accept. With ``passes_on`` false every round spends its share of alpha, as the gate did
+    before a round whose every candidate was significant passed its share on
+    (:func:`~ratchet.improve.gate.round_spent`): the two measure what that rule buys and
+    whether the false-accept bound holds with it.
+    """
+    rng = random.Random(seed)
+    false_runs, accepts = 0, [0] * len(gains)
+    for _ in range(trials):
+        spent, false_accept = 0.0, False
+        for done, round_gains in enumerate(gains):
+            alpha = round_alpha(config, len(gains), spent, done)
+            top = min(base[1], 1 - max(round_gains, default=0.0))
+            rates = [rng.uniform(base[0], top) for _ in range(probe_tasks)]
+            agents = {f"c{i}": [r + g for r in rates] for i, g in enumerate(round_gains)}
+            decisions = _decided(config, rates, agents, 1, alpha, rng, coupled)
+            tested = [(d.p_value, d.threshold) for d in decisions]
+            spent += round_spent(alpha, tested) if passes_on else alpha
+            kept = [round_gains[int(d.candidate[1:])] for d in decisions if d.accepted]
+            false_accept = false_accept or 0.0 in kept
+            accepts[done] += any(g > 0 for g in kept)
+        false_runs += false_accept
+    return RunSimulation(false_runs / trials, tuple(a / trials for a in accepts))
+
+
+def _decided(
+    config: GateConfig,
+    rates: Sequence[float],
+    agents: Mapping[str, Sequence[float]],
+    probe_k: int,
+    alpha: float,
+    rng: random.Random,
+    coupled: bool,
+) -> list[GateDecision]:
+    """One round's decisions on simulated episodes, after the retests the gate asks for."""
+    incumbent, candidates = _play(rates, agents, probe_k, rng, coupled)
+    decisions = decide_round(incumbent, candidates, config, alpha)
+    if again := retests(decisions, config):
+        replayed, retested = _play(rates, agents, config.retest_k, rng, coupled)
+        replays = {v: (replayed, retested[v]) for v in again}
+        decisions = decide_round(incumbent, candidates, config, alpha, replays)
+    return decisions
 
 
 def _play(

@@ -137,6 +137,8 @@ def _round(
     # enough for a gain to show over what the incumbent passed of its earlier probes; Holm
     # splits alpha by the levers' records, and the probe is sized for the favoured one.
     alpha = round_alpha(config.gate, config.rounds, run.alpha_spent, run.rounds_done)
+    if alpha > config.gate.alpha / config.rounds * (1 + 1e-9):
+        log(f"  alpha {alpha:.4f}: rounds whose every candidate was significant passed theirs on")
     shares = alpha_shares(run.rounds, list(lever_of.values()))
     weights = {version: shares[lever] for version, lever in lever_of.items()}
     if len(set(weights.values())) > 1:
