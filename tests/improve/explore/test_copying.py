@@ -1,5 +1,7 @@
 import json
 
+import jsonschema
+
 from ratchet.engine.models.base import Prompt
 from ratchet.engine.models.constrain import tool_call_grammar
 from ratchet.improve.explore.copying import (
@@ -63,6 +65,18 @@ def test_spans_are_the_words_phrases_and_values_of_the_task_and_tool_results():
     assert len(spans) == len(set(spans))
     many = ({"role": "user", "content": " ".join(f"w{i}" for i in range(2 * MAX_SPANS))},)
     assert len(conversation_spans(many)) == MAX_SPANS
+
+
+def test_a_word_that_joins_fields_gives_each_field_as_a_span():
+    # A CSV row, a search hit (path:line:), and a setting: their fields are what a task asks
+    # for, and a word split only at spaces never offers them.
+    result = "id,name,city\n4,Elif,Nairobi\nlogs/app-2024-01-11.log:7: ERROR (code E7960)"
+    spans = conversation_spans(
+        ({"role": "tool", "content": result}, {"role": "user", "content": "port=8305"})
+    )
+    for expected in ("Elif", "Nairobi", "logs/app-2024-01-11.log", "8305", "4,Elif,Nairobi"):
+        assert expected in spans
+    assert "" not in spans and len(spans) == len(set(spans))
 
 
 def test_copy_only_restricts_free_arguments_at_every_depth_and_narrows_enums_to_mentions():
@@ -296,3 +310,36 @@ def test_a_lone_uncopyable_tool_keeps_that_argument_free_so_its_call_can_be_deco
     assert properties["order_id"] == ORDER_ID  # free: no span is an order id
     assert properties["note"]["enum"] == ["ok"]  # still copied
     assert tool_call_grammar([drawn], 96, lambda text: len(text) // 3 + 1)
+
+
+def test_a_listing_copy_joins_up_to_its_count_of_spans_and_keeps_other_constraints():
+    finish = {
+        "type": "function",
+        "function": {
+            "name": "finish",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "answer": {"type": "string"},
+                    "order": {"type": "string", "pattern": "^#W[0-9]+$"},
+                    "count": {"type": "integer"},
+                },
+                "required": ["answer"],
+            },
+        },
+    }
+    spans = ["orders_59", "mailer 17", "#W12", "a.b (c)|d", "7"]
+    (tool,) = copy_only([finish], spans, joins=3)
+    parameters = tool["function"]["parameters"]
+    validator = jsonschema.Draft202012Validator(parameters)
+    for answer in ("orders_59", "orders_59, mailer 17", "#W12\na.b (c)|d\n7", "a.b (c)|d"):
+        assert validator.is_valid({"answer": answer}), answer
+    for answer in ("orders_59, mailer 17, #W12, 7", "orders_59,mailer 17", "a.b", "orders_59, "):
+        assert not validator.is_valid({"answer": answer}), answer
+    assert parameters["properties"]["order"]["enum"] == ["#W12"]  # its own pattern: one span
+    assert parameters["properties"]["count"]["enum"] == [7]
+    longest = len("a.b (c)|d") + len("orders_59") + len("mailer 17") + 2 * 2
+    assert parameters["properties"]["answer"]["maxLength"] == longest
+    assert tool_call_grammar([tool])  # the decoder's regex dialect takes it too
+    (single,) = copy_only([finish], spans)
+    assert single["function"]["parameters"]["properties"]["answer"]["enum"] == spans

@@ -1,3 +1,5 @@
+import jsonschema
+
 from ratchet.core.tool import ToolCall
 from ratchet.engine.models.base import Prompt
 from ratchet.envs.grid import POLICY
@@ -94,3 +96,26 @@ def test_a_tool_is_named_by_any_word_of_its_name_not_only_its_first():
         "get_order",
         "refund_order",
     }
+
+
+def test_list_lets_an_answer_join_the_values_a_task_asks_for_together():
+    from ratchet.engine.harness import replay
+    from ratchet.envs.files import env as files
+
+    # "What are the values of A and B? ... separated by commas": after reading both, the
+    # answer is two read values joined, which no single span of the conversation is.
+    task = next(t for t in files.tasks("train", 40, seed=0, difficulty=2) if t.family == "lookup")
+    *reads, answer = files.oracle(task)
+    played = replay(files, task, reads)
+    prompt = Prompt(tuple(played.messages), tuple(played.tools))
+    arguments = answer.arguments
+
+    def admits(strategy):
+        offered = reply_tools(strategy, prompt, Track(), tool="finish")
+        schema = next(t for t in offered if t["function"]["name"] == "finish")
+        return jsonschema.Draft202012Validator(schema["function"]["parameters"]).is_valid(arguments)
+
+    assert ", " in arguments["answer"]
+    assert admits(strategy_named("list"))
+    assert not admits(strategy_named("copy"))
+    assert replay(files, task, [*reads, answer]).passed

@@ -41,6 +41,7 @@ MAX_ONCE_OPTIONS = 8
 _MAX_SPAN_CHARS = 80
 _EDGES = "()[]{}<>,.;:!?\"'`"
 _PHRASE_BREAKS = re.compile(r"[,;()\[\]{}\n]|\. |: ")
+_FIELD_BREAKS = re.compile(r"[,;:=|]")
 _QUOTED = re.compile(r'"([^"\n]{1,80})"')
 
 
@@ -68,12 +69,21 @@ def conversation_spans(messages: Sequence[dict[str, Any]]) -> tuple[str, ...]:
 def _spans(text: str) -> list[str]:
     """The spans of one message's text.
 
-    The whole text, words, quoted values, phrases (text between commas, brackets and sentence
-    ends), and each phrase's tails from a word that starts with a digit or a capital ("ship it
-    to 608 Station Rd Apt 13" gives "608 Station Rd Apt 13"); the caller drops long ones.
+    The whole text, words, the fields of a word that joins several (``3,Elif,Tunis,123`` in a
+    CSV row, ``logs/app.log:7:`` in a search hit, ``port=8305``), quoted values, phrases (text
+    between commas, brackets and sentence ends), and each phrase's tails from a word that starts
+    with a digit or a capital ("ship it to 608 Station Rd Apt 13" gives "608 Station Rd Apt
+    13"); the caller drops long ones.
     """
     words = [text.strip(), *(word.strip(_EDGES) for word in text.split())]
     words += [word[1:] for word in words if word.startswith("#")]
+    words += [
+        field.strip(_EDGES)
+        for word in words[1:]
+        if _FIELD_BREAKS.search(word)
+        for field in _FIELD_BREAKS.split(word)
+        if field.strip(_EDGES)
+    ]
     phrases = [part.strip().strip(_EDGES) for part in _PHRASE_BREAKS.split(text)]
     tails = []
     for phrase in phrases:
@@ -93,11 +103,12 @@ class _Values:
     strings: list[str]
     numbers: list[int | float]
     text: str
+    joins: int = 1
 
     @classmethod
-    def of(cls, spans: Sequence[str]) -> _Values:
+    def of(cls, spans: Sequence[str], joins: int = 1) -> _Values:
         numbers = [number for span in spans if (number := _number(span)) is not None]
-        return cls(list(spans), numbers, "\n".join(spans))
+        return cls(list(spans), numbers, "\n".join(spans), joins)
 
     def mention(self, value: object) -> bool:
         """Whether ``value`` is one of the spans, or a string that occurs in one as words.
@@ -120,8 +131,15 @@ class _Values:
         return any(same_value(value, n) for n in self.numbers)
 
 
-def copy_only(tools: Sequence[dict[str, Any]], spans: Sequence[str]) -> tuple[dict[str, Any], ...]:
+def copy_only(
+    tools: Sequence[dict[str, Any]], spans: Sequence[str], joins: int = 1
+) -> tuple[dict[str, Any], ...]:
     """``tools`` with every free string and number argument restricted to ``spans``.
+
+    With ``joins`` above 1, a string without constraints of its own may also be up to that
+    many spans joined by ``", "`` or a new line (:func:`joined_pattern`): the values a task
+    asks to list or report together ("the values, in that order, separated by commas", one
+    name per line), which no single span is.
 
     A property with an ``enum`` of its own keeps only the values the conversation mentions,
     if it mentions any (a name among every name a customer can have: the one in the request),
@@ -136,7 +154,7 @@ def copy_only(tools: Sequence[dict[str, Any]], spans: Sequence[str]) -> tuple[di
     (a reply made to call one drawn tool), the tools are offered with such properties free
     instead, so the reply can still be decoded.
     """
-    values = _Values.of(spans)
+    values = _Values.of(spans, joins)
     copyable = [tool for tool in (_copied(t, values, strict=True) for t in tools) if tool]
     if copyable or not tools:
         return tuple(copyable)
@@ -349,9 +367,38 @@ def _restrict(schema: dict[str, Any], values: _Values, strict: bool) -> bool:
     if not candidates:
         return True
     accepted = _accepted(schema, candidates)
-    if accepted:
+    if kind == "string" and values.joins > 1 and len(accepted) > 1 and "pattern" not in schema:
+        pattern, longest = joined_pattern(accepted, values.joins)
+        schema["pattern"] = pattern
+        schema["maxLength"] = min(schema.get("maxLength", longest), longest)
+    elif accepted:
         schema["enum"] = accepted
     return bool(accepted) or not strict
+
+
+_SEPARATORS = (", ", "\n")
+_REGEX_SYNTAX = frozenset("\\.+*?()|[]{}^$#&-~")
+
+
+def joined_pattern(spans: Sequence[str], joins: int) -> tuple[str, int]:
+    """A regex of 1 to ``joins`` of ``spans`` joined by ``", "`` or a new line, and its longest.
+
+    Written for both JSON-schema regex dialects it meets (Python's ``re`` in validation, the
+    Rust ``regex`` syntax of the constrained decoder): only the characters either treats as
+    syntax are escaped, and control characters by their escapes (a new line as backslash-n).
+    """
+    escaped = "|".join(_escaped(span) for span in spans)
+    separators = "|".join(_escaped(separator) for separator in _SEPARATORS)
+    pattern = f"^(?:{escaped})(?:(?:{separators})(?:{escaped})){{0,{joins - 1}}}$"
+    widest = sorted((len(span) for span in spans), reverse=True)[:joins]
+    return pattern, sum(widest) + max(map(len, _SEPARATORS)) * (len(widest) - 1)
+
+
+def _escaped(text: str) -> str:
+    controls = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+    return "".join(
+        controls.get(char, "\\" + char if char in _REGEX_SYNTAX else char) for char in text
+    )
 
 
 _CONSTRAINTS = frozenset(

@@ -18,6 +18,9 @@ small model fails to find a longer plan by itself:
 - ``close``: the branching action is ``finish``, its answer taken up from the last result, at
   a node where an episode went on instead of stopping, for an agent that does the steps of a
   longer plan and then does not stop (one model call a branch);
+- ``list``: copying, where a free string may also join up to three copied values (by ``", "``
+  or a new line), for an answer or a file that lists several values a task asked for
+  together, which no single span of the conversation is;
 - ``extend``: ``finish`` is withheld until the branch has made one more acting call than its
   branching one, for plans one step longer than any the agent has finished.
 
@@ -62,6 +65,7 @@ class Strategy:
         closes: The branching action is ``finish``, at a node where an episode went on instead.
         extend: Acting calls (to tools that take arguments) the episode makes from its
             branching turn on before ``finish`` is offered; 0 offers it at once.
+        joins: With ``copy_arguments``: most copied values a free string may join (1: one).
     """
 
     name: str
@@ -71,6 +75,7 @@ class Strategy:
     drawn_tool: bool = False
     closes: bool = False
     extend: int = 0
+    joins: int = 1
 
 
 POLICY = Strategy("policy")
@@ -80,6 +85,7 @@ STRATEGIES: tuple[Strategy, ...] = (
     Strategy("chain", copy_arguments=True, chain=True, skip_repeats=True),
     Strategy("drawn", copy_arguments=True, skip_repeats=True, drawn_tool=True),
     Strategy("close", copy_arguments=True, chain=True, closes=True),
+    Strategy("list", copy_arguments=True, skip_repeats=True, joins=3),
     Strategy("extend", skip_repeats=True, extend=2),
 )
 """The built-in strategies, ``policy`` first."""
@@ -208,10 +214,10 @@ def _copied_tools(
 ) -> tuple[dict[str, Any], ...]:
     """``tools`` with their arguments copied from ``messages`` (chained, for ``chain``)."""
     if not strategy.chain:
-        return copy_only(tools, conversation_spans(messages))
+        return copy_only(tools, conversation_spans(messages), strategy.joins)
     left = {span: n for span, n in uses_left(messages, track.spent or []).items()
             if span not in answered}  # fmt: skip
-    restricted = copy_only(tools, tuple(left))
+    restricted = copy_only(tools, tuple(left), strategy.joins)
     latest = result_spans(messages)
     if latest is None:
         return restricted
