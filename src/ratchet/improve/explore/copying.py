@@ -34,6 +34,8 @@ from typing import Any
 
 import jsonschema
 
+from ratchet.improve.explore.joined import joined_pattern
+
 MAX_SPANS = 400
 """Most spans offered per reply (the grammar of an argument grows with them)."""
 MAX_ONCE_OPTIONS = 8
@@ -374,31 +376,6 @@ def _restrict(schema: dict[str, Any], values: _Values, strict: bool) -> bool:
     elif accepted:
         schema["enum"] = accepted
     return bool(accepted) or not strict
-
-
-_SEPARATORS = (", ", "\n")
-_REGEX_SYNTAX = frozenset("\\.+*?()|[]{}^$#&-~")
-
-
-def joined_pattern(spans: Sequence[str], joins: int) -> tuple[str, int]:
-    """A regex of 1 to ``joins`` of ``spans`` joined by ``", "`` or a new line, and its longest.
-
-    Written for both JSON-schema regex dialects it meets (Python's ``re`` in validation, the
-    Rust ``regex`` syntax of the constrained decoder): only the characters either treats as
-    syntax are escaped, and control characters by their escapes (a new line as backslash-n).
-    """
-    escaped = "|".join(_escaped(span) for span in spans)
-    separators = "|".join(_escaped(separator) for separator in _SEPARATORS)
-    pattern = f"^(?:{escaped})(?:(?:{separators})(?:{escaped})){{0,{joins - 1}}}$"
-    widest = sorted((len(span) for span in spans), reverse=True)[:joins]
-    return pattern, sum(widest) + max(map(len, _SEPARATORS)) * (len(widest) - 1)
-
-
-def _escaped(text: str) -> str:
-    controls = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
-    return "".join(
-        controls.get(char, "\\" + char if char in _REGEX_SYNTAX else char) for char in text
-    )
 
 
 _CONSTRAINTS = frozenset(

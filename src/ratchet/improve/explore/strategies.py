@@ -18,9 +18,9 @@ small model fails to find a longer plan by itself:
 - ``close``: the branching action is ``finish``, its answer taken up from the last result, at
   a node where an episode went on instead of stopping, for an agent that does the steps of a
   longer plan and then does not stop (one model call a branch);
-- ``list``: copying, where a free string may also join up to three copied values (by ``", "``
-  or a new line), for an answer or a file that lists several values a task asked for
-  together, which no single span of the conversation is;
+- ``list``: copying, where a free string may also join up to three short copied values (by
+  ``", "`` or a new line; :mod:`.joined`), for an answer or a file that lists several values
+  a task asked for together, which no single span of the conversation is;
 - ``extend``: ``finish`` is withheld until the branch has made one more acting call than its
   branching one, for plans one step longer than any the agent has finished.
 
