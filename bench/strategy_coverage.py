@@ -18,6 +18,7 @@ Usage: ``python bench/strategy_coverage.py [--tasks 24] [--envs calc grid files 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import random
@@ -43,6 +44,8 @@ from ratchet.improve.practice import policy_of
 
 MAX_JOINED = 3
 """Most of the oracle's own values an alternative joins (as the ``list`` strategy may)."""
+MAX_FOUND = 8
+"""Most values found in the oracle's own that alternatives join (the first ones)."""
 MAX_ALTERNATIVES = 60
 """Most admitted values of an argument tried where the oracle's own is refused."""
 
@@ -70,7 +73,13 @@ def _admits(tools: tuple[dict[str, Any], ...] | None, call: ToolCall) -> bool:
     if tools is None:
         return True
     schema = _parameters(tools, call.name)
-    return schema is not None and jsonschema.Draft202012Validator(schema).is_valid(call.arguments)
+    return schema is not None and _validator(json.dumps(schema)).is_valid(call.arguments)
+
+
+@functools.lru_cache(maxsize=64)
+def _validator(schema: str) -> jsonschema.protocols.Validator:
+    """A validator of ``schema`` (JSON text), kept: a listing pattern is long to compile."""
+    return jsonschema.Draft202012Validator(json.loads(schema))
 
 
 def _passing_alternative(
@@ -97,7 +106,7 @@ def _passing_alternative(
         values = [
             v for o in options for v in closed_values(o.get("properties", {}).get(name, {})) or []
         ]
-        found = _found(str(value), [v for v in values if isinstance(v, str)])
+        found = _found(str(value), [v for v in values if isinstance(v, str)])[:MAX_FOUND]
         joined = [
             separator.join(part)
             for size in range(2, MAX_JOINED + 1)
