@@ -149,13 +149,13 @@ class _Scoring:
         call = parse_action(completion)
         if not isinstance(call, ToolCall):
             return completion
+        shared = policy_of(self.env)
         for strategy in STRATEGIES:
             track = self.tracks.setdefault(strategy.name, Track())
             if strategy.closes and call.name != FINISH:
                 track.record(prompt, call)
                 continue
             tool = FINISH if strategy.closes else None
-            shared = policy_of(self.env)
             tools = reply_tools(strategy, prompt, track, tool=tool, shared=shared)
             single = reply_tools(
                 replace(strategy, joins=1), prompt, track, tool=tool, shared=shared
@@ -180,17 +180,15 @@ class _Steering:
 
     env: Env
     task: Task
+    plan: list[ToolCall]
     refusals: dict[str, str | None]
 
     def wrap(self, policy: Policy) -> SteeredPolicy:
-        return _Scoring(
-            policy, self.env, self.task, self.refusals, plan=list(self.env.oracle(self.task))
-        )
+        return _Scoring(policy, self.env, self.task, self.refusals, plan=self.plan)
 
 
-def _oracle_model(env: Env, task: Task) -> FakeModel:
-    """A scripted model whose reply at each turn of ``task`` is the oracle's call for it."""
-    plan = list(env.oracle(task))
+def _oracle_model(plan: list[ToolCall]) -> FakeModel:
+    """A scripted model whose reply at each turn is the oracle's call of ``plan`` for it."""
 
     def reply(prompt: Prompt, rng: random.Random) -> str:
         turn = sum(1 for m in prompt.messages if m.get("role") == "assistant")
@@ -206,12 +204,13 @@ def _score(env: Env, tasks: list[Task]) -> tuple[dict[str, _Score], int]:
     passed = 0
     for task in tasks:
         refusals: dict[str, str | None] = {}
-        steering = _Steering(env, task, refusals)
+        plan = list(env.oracle(task))
+        steering = _Steering(env, task, plan, refusals)
         played = rollout(
             env,
             [task],
             Agent(model="fake"),
-            _oracle_model(env, task),
+            _oracle_model(plan),
             RolloutConfig(concurrency=1),
             steer=lambda task, sample, s=steering: s,
         )
